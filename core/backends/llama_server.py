@@ -1,0 +1,97 @@
+"""llama.cpp's ``llama-server``: the backend that says exactly what it recomputed.
+
+Its final chunk carries ``timings``: ``prompt_n`` tokens recomputed, ``cache_n`` reused from the KV
+cache, ``prompt_ms`` of prefill, ``predicted_n``/``predicted_ms`` of decode. With
+``return_progress`` the first chunks report prefill progress, which the app shows live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from core.backends.base import ChatRequest, ProgressCallback
+from core.backends.openai_compat import OpenAICompatBackend
+from core.results import RequestResult
+
+
+def origin_of(base_url: str) -> str:
+    """``http://host:port`` from a base URL that may end in ``/v1``."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class LlamaServerBackend(OpenAICompatBackend):
+    """A llama-server at ``url`` (with or without ``/v1``)."""
+
+    kind = "llama"
+
+    def __init__(self, base_url: str, model: str = "", api_key: str | None = None, **kwargs: Any) -> None:
+        self.origin = origin_of(base_url)
+        super().__init__(self.origin + "/v1", model, api_key, **kwargs)
+
+    def extra_payload(self, request: ChatRequest) -> dict[str, Any]:
+        extra: dict[str, Any] = {"cache_prompt": True, "return_progress": True}
+        if request.ignore_eos:
+            extra["ignore_eos"] = True
+        return extra
+
+    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult, on_progress: ProgressCallback | None) -> None:
+        progress = chunk.get("prompt_progress")
+        if on_progress is not None and isinstance(progress, dict):
+            on_progress(progress)
+        timings = chunk.get("timings")
+        if isinstance(timings, dict):
+            read_timings(timings, result)
+
+    # -- server endpoints beyond chat ----------------------------------------------------------
+    def _get_json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.client.request(method, self.origin + path, **kwargs)
+        response.raise_for_status()
+        return response.json()
+
+    def health(self) -> bool:
+        try:
+            return self._get_json("GET", "/health").get("status") == "ok"
+        except (httpx.HTTPError, ValueError):
+            return False
+
+    def props(self) -> dict[str, Any]:
+        """Context size, model path and build, as ``/props`` reports them."""
+        data = self._get_json("GET", "/props")
+        settings = data.get("default_generation_settings") or {}
+        return {
+            "n_ctx": settings.get("n_ctx") or data.get("n_ctx"),
+            "model_path": data.get("model_path") or data.get("model_alias", ""),
+            "build": data.get("build_info", ""),
+            "total_slots": data.get("total_slots"),
+        }
+
+    def tokenize(self, text: str) -> list[int]:
+        return self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return self._get_json("POST", "/detokenize", json={"tokens": tokens})["content"]
+
+    def apply_template(self, messages: list[dict[str, Any]]) -> str:
+        """The prompt text the model sees for ``messages``, rendered with the server's chat template."""
+        return self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"]
+
+    def count_prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """Exact prompt tokens for ``messages`` (template applied, special tokens parsed)."""
+        rendered = self.apply_template(messages)
+        return len(self._get_json("POST", "/tokenize", json={"content": rendered, "add_special": True, "parse_special": True})["tokens"])
+
+
+def read_timings(timings: dict[str, Any], result: RequestResult) -> None:
+    """Copy llama-server's ``timings`` into a result (they override usage-derived numbers)."""
+    if "prompt_n" in timings:
+        result.recomputed_tokens = timings["prompt_n"]
+    if "cache_n" in timings:
+        result.reused_tokens = timings["cache_n"]
+    if result.recomputed_tokens is not None and result.reused_tokens is not None:
+        result.prompt_tokens = result.recomputed_tokens + result.reused_tokens
+    result.server_prefill_ms = timings.get("prompt_ms", result.server_prefill_ms)
+    result.server_decode_ms = timings.get("predicted_ms", result.server_decode_ms)
+    result.server_decode_tokens = timings.get("predicted_n", result.server_decode_tokens)

@@ -1,0 +1,40 @@
+"""Open a backend for an experiment: the embedded engine, a llama-server at a URL, or an API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.backends import LlamaServerBackend, OpenAICompatBackend, StreamingBackend
+from core.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
+
+
+@dataclass
+class Connection:
+    """A backend with its token counter and what the server says about itself."""
+
+    backend: StreamingBackend
+    counter: TokenCounter
+    context: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.backend.describe(), **self.info}
+
+
+def connect_llama(url: str) -> Connection:
+    """A running llama-server; raises ``httpx.HTTPError`` when it does not answer ``/props``."""
+    backend = LlamaServerBackend(url)
+    try:
+        props = backend.props()
+    except Exception:
+        backend.close()
+        raise
+    backend.model = props["model_path"].rsplit("/", 1)[-1]
+    info = {"model": backend.model, "n_ctx": props["n_ctx"], "server_build": props["build"]}
+    return Connection(backend, ServerTokenCounter(backend), props["n_ctx"], info)
+
+
+def connect_api(base_url: str, model: str, api_key: str | None) -> Connection:
+    """An OpenAI-compatible API; token counts are estimated until the first usage arrives."""
+    return Connection(OpenAICompatBackend(base_url, model, api_key), EstimatingTokenCounter())

@@ -1,0 +1,220 @@
+"""The three experiments, each a generator that yields one `RoundResult` per request.
+
+A caller can redraw after every round and stop at any time (``cancel``) keeping what was measured.
+A round that fails is yielded with its ``error`` and ends the experiment: later rounds would fail
+the same way (a server that is down) or measure a broken conversation (experiment 3).
+
+Every experiment first sends one short warm-up request that is kept out of the results: a fresh
+server pays for model load and first-touch allocation on its first request.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
+from core.prompts import (QUESTIONS, STRATEGIES, EstimatingTokenCounter, PromptParts, TokenCounter, fit_document,
+                          input_length_messages, nonce, output_length_messages, round_messages)
+from core.results import RequestResult, RoundResult
+from core.stats import LinearFit, linear_fit, median
+
+INPUT = "input_length"
+OUTPUT = "output_length"
+CACHE = "prefix_cache"
+EXPERIMENTS = (INPUT, OUTPUT, CACHE)
+
+DEFAULT_INPUT_SIZES = (256, 512, 1024, 2048, 4096)
+DEFAULT_OUTPUT_LENGTHS = (16, 32, 64, 128, 256)
+DEFAULT_STRATEGIES = ("append_only", "timestamp_first")
+DEFAULT_ROUNDS = 6
+DEFAULT_CACHE_DOC_TOKENS = 2000
+RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
+
+
+def warm_up(backend: StreamingBackend, cancel: threading.Event | None = None) -> RequestResult:
+    """One tiny request whose timing is thrown away."""
+    return backend.stream_chat(ChatRequest([{"role": "user", "content": "Say OK."}], max_tokens=2), cancel=cancel)
+
+
+def _stopped(cancel: threading.Event | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+def sizes_that_fit(sizes: Sequence[int], context: int | None) -> list[int]:
+    """The requested input sizes that leave room for the answer in ``context`` tokens."""
+    if not context:
+        return list(sizes)
+    return [s for s in sizes if s + RESERVED_TOKENS <= context]
+
+
+def input_length_sweep(backend: StreamingBackend, document: str, counter: TokenCounter,
+                       sizes: Sequence[int] = DEFAULT_INPUT_SIZES, repeats: int = 1, max_tokens: int = 4,
+                       cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
+                       warm: bool = True) -> Iterator[RoundResult]:
+    """Experiment 1: prompts of growing length; TTFT and server prefill ms against prompt tokens."""
+    if warm:
+        warm_up(backend, cancel)
+    overhead = counter.count(input_length_messages("", nonce())[0]["content"]) + 24
+    document = document[: max(sizes, default=0) * 8]  # plenty for any tokenizer; keeps tokenizing cheap
+    round_no = 0
+    for size in sizes:
+        body = counter.truncate(document, max(size - overhead, 1))
+        for repeat in range(1, repeats + 1):
+            if _stopped(cancel):
+                return
+            round_no += 1
+            messages = input_length_messages(body, nonce())
+            result = backend.stream_chat(ChatRequest(messages, max_tokens=max_tokens, ignore_eos=True),
+                                         on_progress=on_progress, cancel=cancel)
+            if isinstance(counter, EstimatingTokenCounter):
+                counter.observe(sum(len(m["content"]) for m in messages), result.prompt_tokens)
+            yield RoundResult.from_request(INPUT, round_no, result, repeat=repeat, target_tokens=size)
+            if result.error:
+                return
+
+
+def output_length_sweep(backend: StreamingBackend, lengths: Sequence[int] = DEFAULT_OUTPUT_LENGTHS, repeats: int = 1,
+                        cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
+                        warm: bool = True) -> Iterator[RoundResult]:
+    """Experiment 2: answers of growing length; total time and per-token decode time."""
+    if warm:
+        warm_up(backend, cancel)
+    round_no = 0
+    for length in lengths:
+        for repeat in range(1, repeats + 1):
+            if _stopped(cancel):
+                return
+            round_no += 1
+            request = ChatRequest(output_length_messages(nonce()), max_tokens=length, ignore_eos=True)
+            result = backend.stream_chat(request, on_progress=on_progress, cancel=cancel)
+            yield RoundResult.from_request(OUTPUT, round_no, result, repeat=repeat, target_tokens=length)
+            if result.error:
+                return
+
+
+def prefix_cache_rounds(backend: StreamingBackend, document: str, counter: TokenCounter,
+                        strategies: Sequence[str] = DEFAULT_STRATEGIES, rounds: int = DEFAULT_ROUNDS,
+                        doc_tokens: int = DEFAULT_CACHE_DOC_TOKENS, answer_tokens: int = 24, seed: int = 0,
+                        cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
+                        warm: bool = True) -> Iterator[RoundResult]:
+    """Experiment 3: the same long context for ``rounds`` rounds under each strategy.
+
+    Each round adds the previous answer and a new question at the end. The strategy decides what
+    the system prompt starts with: unchanged (``append_only``) or something new every round.
+    """
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"Unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}.")
+    if warm:
+        warm_up(backend, cancel)
+    parts = PromptParts(fit_document(document, doc_tokens, counter).text)
+    for strategy in strategies:
+        build_system = STRATEGIES[strategy]
+        rng = random.Random(seed)
+        history: list[tuple[str, str]] = []
+        for round_no in range(1, rounds + 1):
+            if _stopped(cancel):
+                return
+            question = QUESTIONS[(round_no - 1) % len(QUESTIONS)]
+            messages = round_messages(build_system(parts, round_no, rng), history, question)
+            result = backend.stream_chat(ChatRequest(messages, max_tokens=answer_tokens), on_progress=on_progress, cancel=cancel)
+            yield RoundResult.from_request(CACHE, round_no, result, strategy=strategy)
+            if result.error:
+                return
+            history.append((question, result.text))
+
+
+# -- summaries ---------------------------------------------------------------------------------------
+def _ok(rows: Sequence[RoundResult], experiment: str) -> list[RoundResult]:
+    return [r for r in rows if r.experiment == experiment and not r.error]
+
+
+@dataclass
+class InputSummary:
+    prefill_tokens_per_s: float | None
+    ttft_fit: LinearFit | None
+    prefill_fit: LinearFit | None
+
+    def ms_per_1k(self) -> float | None:
+        fit = self.prefill_fit or self.ttft_fit
+        return None if fit is None else fit.slope * 1000
+
+
+def summarize_input(rows: Sequence[RoundResult]) -> InputSummary:
+    ok = _ok(rows, INPUT)
+    speeds = []
+    for r in ok:
+        tokens = r.recomputed_tokens if r.recomputed_tokens is not None else r.prompt_tokens
+        ms = r.prefill_ms if r.prefill_ms else r.ttft_ms
+        if tokens and ms:
+            speeds.append(tokens / ms * 1000)
+    tokens = [r.prompt_tokens for r in ok]
+    return InputSummary(median(speeds), linear_fit(tokens, [r.ttft_ms for r in ok]),
+                        linear_fit(tokens, [r.prefill_ms for r in ok]))
+
+
+@dataclass
+class OutputSummary:
+    ms_per_token: float | None
+    decode_tokens_per_s: float | None
+    total_fit: LinearFit | None
+
+
+def summarize_output(rows: Sequence[RoundResult]) -> OutputSummary:
+    ok = _ok(rows, OUTPUT)
+    per_token = median(r.ms_per_output_token for r in ok)
+    return OutputSummary(per_token, 1000 / per_token if per_token else None,
+                         linear_fit([r.output_tokens for r in ok], [r.total_ms for r in ok]))
+
+
+@dataclass
+class StrategySummary:
+    strategy: str
+    rounds: int
+    recomputed_total: int | None
+    reused_total: int | None
+    recomputed_after_first: float | None
+    ttft_median_after_first_ms: float | None
+
+
+def summarize_cache(rows: Sequence[RoundResult]) -> dict[str, StrategySummary]:
+    out: dict[str, StrategySummary] = {}
+    ok = _ok(rows, CACHE)
+    for strategy in dict.fromkeys(r.strategy for r in ok):
+        mine = [r for r in ok if r.strategy == strategy]
+        later = [r for r in mine if r.round > 1]
+        recomputed = [r.recomputed_tokens for r in mine]
+        reused = [r.reused_tokens for r in mine]
+        out[str(strategy)] = StrategySummary(
+            str(strategy), len(mine),
+            None if None in recomputed else sum(recomputed),  # type: ignore[arg-type]
+            None if None in reused else sum(reused),  # type: ignore[arg-type]
+            median(r.recomputed_tokens for r in later),
+            median(r.ttft_ms for r in later),
+        )
+    return out
+
+
+def prefill_decode_ratio(input_summary: InputSummary, output_summary: OutputSummary) -> float | None:
+    """How many times faster prefill processes a token than decode produces one."""
+    if input_summary.prefill_tokens_per_s and output_summary.decode_tokens_per_s:
+        return input_summary.prefill_tokens_per_s / output_summary.decode_tokens_per_s
+    return None
+
+
+def recomputed_ratio(summaries: dict[str, StrategySummary], base: str = "append_only") -> dict[str, float]:
+    """Each strategy's total recomputed tokens divided by the append-only total."""
+    anchor = summaries.get(base)
+    if anchor is None or not anchor.recomputed_total:
+        return {}
+    return {name: s.recomputed_total / anchor.recomputed_total
+            for name, s in summaries.items() if s.recomputed_total is not None and name != base}
+
+
+def run_settings(backend: StreamingBackend, **settings: Any) -> dict[str, Any]:
+    """What an export records about a run: the backend (never its key) and the settings."""
+    return {**backend.describe(), **settings}

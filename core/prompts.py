@@ -1,0 +1,228 @@
+"""Documents, token budgets and the prompts each experiment sends.
+
+The default document is Python's own language reference help text (``pydoc_data.topics``), which
+ships with every CPython: about 465,000 characters of real technical prose (roughly 110k tokens),
+so nothing third-party is bundled.
+
+Prefix-cache strategies (experiment 3) are small functions that turn the fixed parts of a system
+prompt into the text sent in one round. Only what they put at the *start* matters to the cache.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+MAX_UPLOAD_BYTES = 5 * 1024 * 1024
+
+
+class DocumentError(ValueError):
+    """An upload that cannot be used as a document; the message says why."""
+
+
+def default_document() -> str:
+    """Python's language-reference help topics, in a fixed order."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[name] for name in sorted(topics))
+
+
+def read_document(data: bytes, name: str = "upload", max_bytes: int = MAX_UPLOAD_BYTES) -> str:
+    """Decode an uploaded text file, or raise `DocumentError` with a message a user can act on."""
+    if len(data) > max_bytes:
+        raise DocumentError(f"{name} is {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB.")
+    if not data.strip():
+        raise DocumentError(f"{name} is empty.")
+    if b"\x00" in data[:8192]:
+        raise DocumentError(f"{name} looks like a binary file, not text. Upload a UTF-8 text file.")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"{name} is not valid UTF-8 (byte {exc.start}). Save it as UTF-8 text and upload again.") from None
+    return text.replace("\r\n", "\n")
+
+
+# -- counting tokens -------------------------------------------------------------------------------
+class TokenCounter(Protocol):
+    exact: bool
+
+    def count(self, text: str) -> int: ...
+
+    def truncate(self, text: str, tokens: int) -> str: ...
+
+
+class ServerTokenCounter:
+    """Exact counts from a llama-server's ``/tokenize`` and ``/detokenize``."""
+
+    exact = True
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def count(self, text: str) -> int:
+        return len(self.backend.tokenize(text))
+
+    def truncate(self, text: str, tokens: int) -> str:
+        ids = self.backend.tokenize(text)
+        return text if len(ids) <= tokens else self.backend.detokenize(ids[:tokens])
+
+
+class EstimatingTokenCounter:
+    """An estimate for APIs without a tokenizer: characters per token, corrected by real usage."""
+
+    exact = False
+
+    def __init__(self, chars_per_token: float = 4.0) -> None:
+        self.chars_per_token = chars_per_token
+
+    def observe(self, chars: int, prompt_tokens: int | None) -> None:
+        """Re-estimate from a response's ``usage.prompt_tokens`` for a prompt of ``chars`` characters."""
+        if prompt_tokens:
+            self.chars_per_token = max(0.5, chars / prompt_tokens)
+
+    def count(self, text: str) -> int:
+        return round(len(text) / self.chars_per_token)
+
+    def truncate(self, text: str, tokens: int) -> str:
+        return text[: int(tokens * self.chars_per_token)]
+
+
+@dataclass
+class FittedDocument:
+    text: str
+    tokens: int
+    original_tokens: int
+    exact: bool
+
+    @property
+    def truncated(self) -> bool:
+        return self.tokens < self.original_tokens
+
+    def note(self) -> str:
+        approx = "" if self.exact else "about "
+        if self.truncated:
+            return f"Cut to the first {approx}{self.tokens:,} of {self.original_tokens:,} tokens to fit the budget."
+        return f"{approx}{self.tokens:,} tokens, used whole."
+
+
+def fit_document(text: str, budget_tokens: int, counter: TokenCounter) -> FittedDocument:
+    """Cut ``text`` to at most ``budget_tokens`` tokens (at a token boundary when counts are exact)."""
+    if budget_tokens <= 0:
+        raise DocumentError("The token budget leaves no room for the document.")
+    original = counter.count(text)
+    if original <= budget_tokens:
+        return FittedDocument(text, original, original, counter.exact)
+    cut = counter.truncate(text, budget_tokens)
+    return FittedDocument(cut, min(counter.count(cut), budget_tokens), original, counter.exact)
+
+
+# -- experiments 1 and 2: prompts that cannot hit the cache by accident ----------------------------
+def nonce() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def input_length_messages(document: str, run_nonce: str) -> list[dict[str, str]]:
+    """A unique nonce first (so nothing is reused), then the document, then a one-word question."""
+    return [
+        {"role": "system", "content": f"Run {run_nonce}. Read the document and answer in one word."},
+        {"role": "user", "content": f"{document}\n\nIn one word: what is this text about?"},
+    ]
+
+
+def output_length_messages(run_nonce: str) -> list[dict[str, str]]:
+    """A unique nonce first, then a request for a long list that keeps the model talking."""
+    return [
+        {"role": "system", "content": f"Run {run_nonce}. You write long lists."},
+        {"role": "user", "content": "Write a numbered list of everyday objects, one per line, and keep going."},
+    ]
+
+
+# -- experiment 3: a long context sent for several rounds -----------------------------------------
+INSTRUCTIONS = ("You are a careful assistant for engineers. Answer questions about the reference "
+                "document below in one short sentence.")
+
+TOOLS = [
+    {"name": "search_docs", "description": "Full-text search over the reference document."},
+    {"name": "open_section", "description": "Return one section of the document by its title."},
+    {"name": "run_python", "description": "Run a short Python snippet and return its output."},
+    {"name": "list_keywords", "description": "List the reserved keywords of the language."},
+    {"name": "explain_error", "description": "Explain an exception message in plain words."},
+    {"name": "compare_versions", "description": "Say how a feature changed between two versions."},
+]
+
+QUESTIONS = [
+    "What does the assert statement do?",
+    "How is a for loop with an else clause executed?",
+    "What happens when a name is assigned inside a function?",
+    "How are keyword arguments matched to parameters?",
+    "What does the with statement guarantee?",
+    "How are exceptions chained?",
+    "What is the difference between is and ==?",
+    "When is a class body executed?",
+    "What does yield do inside a function?",
+    "How does augmented assignment work?",
+    "What is a slice?",
+    "How are f-strings evaluated?",
+]
+
+
+@dataclass
+class PromptParts:
+    """The fixed parts of experiment 3's system prompt."""
+
+    document: str
+    instructions: str = INSTRUCTIONS
+    tools: list[dict[str, str]] = field(default_factory=lambda: list(TOOLS))
+
+
+def render_system(parts: PromptParts, tools: list[dict[str, str]] | None = None, header: str = "") -> str:
+    tool_lines = "\n".join(f"- {t['name']}: {t['description']}" for t in (tools if tools is not None else parts.tools))
+    return f"{header}{parts.instructions}\n\n# Tools\n{tool_lines}\n\n# Reference document\n{parts.document}"
+
+
+def append_only(parts: PromptParts, round_no: int, rng: random.Random) -> str:
+    """The same system prompt every round; each round only appends to the conversation."""
+    return render_system(parts)
+
+
+def timestamp_first(parts: PromptParts, round_no: int, rng: random.Random) -> str:
+    """A fresh current time at the very start: everything after it must be recomputed."""
+    now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return render_system(parts, header=f"Current time: {now}\n")
+
+
+def random_request_id(parts: PromptParts, round_no: int, rng: random.Random) -> str:
+    """A new random request id at the very start, as some agent frameworks add."""
+    return render_system(parts, header=f"Request id: {uuid.UUID(int=rng.getrandbits(128))}\n")
+
+
+def reshuffled_tools(parts: PromptParts, round_no: int, rng: random.Random) -> str:
+    """The tool list in a new order every round (e.g. tools kept in a set or dict of plugins)."""
+    tools = list(parts.tools)
+    original = list(tools)
+    while tools == original:
+        rng.shuffle(tools)
+    return render_system(parts, tools=tools)
+
+
+Strategy = Callable[[PromptParts, int, random.Random], str]
+
+STRATEGIES: dict[str, Strategy] = {
+    "append_only": append_only,
+    "timestamp_first": timestamp_first,
+    "random_request_id": random_request_id,
+    "reshuffled_tools": reshuffled_tools,
+}
+
+
+def round_messages(system: str, history: list[tuple[str, str]], question: str) -> list[dict[str, str]]:
+    """System prompt, then every earlier question and answer, then this round's question."""
+    messages = [{"role": "system", "content": system}]
+    for asked, answered in history:
+        messages += [{"role": "user", "content": asked}, {"role": "assistant", "content": answered}]
+    messages.append({"role": "user", "content": question})
+    return messages

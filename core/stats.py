@@ -1,0 +1,39 @@
+"""Small statistics: medians and a least-squares line, with no numpy needed."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+@dataclass
+class LinearFit:
+    slope: float
+    intercept: float
+    r2: float
+
+    def at(self, x: float) -> float:
+        return self.slope * x + self.intercept
+
+
+def linear_fit(xs: Iterable[float | None], ys: Iterable[float | None]) -> LinearFit | None:
+    """Least squares y = slope*x + intercept over the pairs where both are present; None if < 2 x values."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    if len({x for x, _ in pairs}) < 2:
+        return None
+    n = len(pairs)
+    mean_x = sum(x for x, _ in pairs) / n
+    mean_y = sum(y for _, y in pairs) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in pairs)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in pairs)
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    ss_tot = sum((y - mean_y) ** 2 for _, y in pairs)
+    ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in pairs)
+    return LinearFit(slope, intercept, 1.0 - ss_res / ss_tot if ss_tot else 1.0)

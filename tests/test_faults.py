@@ -1,0 +1,111 @@
+"""Faults from a real HTTP server on 127.0.0.1: each gives a clear error and loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import httpx
+import pytest
+
+from core import experiments as ex
+from core.backends import ChatRequest, OpenAICompatBackend
+from core.connect import connect_api
+from tests.fake_openai import SLOW_SECONDS
+
+REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)
+KEY = "sk-fault-test-0123456789"
+
+
+def _backend(fake_api, model: str, **kwargs) -> OpenAICompatBackend:
+    return OpenAICompatBackend(fake_api.base_url, model, KEY, **kwargs)
+
+
+@pytest.mark.parametrize("model,needle", [
+    ("401", "API key was rejected"), ("404", "does not exist"), ("429", "retry after 7 s"), ("500", "server failed"),
+    ("cut", "cut after 3 chunks"), ("garbage", "Malformed JSON"), ("no-stream", "cannot stream"),
+])
+def test_fault_gives_clear_error(fake_api, model, needle):
+    with _backend(fake_api, model) as backend:
+        result = backend.stream_chat(REQUEST)
+    assert not result.success and needle in result.error
+    if model in ("cut", "garbage"):
+        assert result.text.startswith("Prefill reads"), "the chunks before the fault are kept"
+
+
+@pytest.mark.parametrize("model", ["ok", "keepalive", "reasoning", "no-usage"])
+def test_quirks_that_are_not_faults(fake_api, model):
+    with _backend(fake_api, model) as backend:
+        result = backend.stream_chat(REQUEST)
+    assert result.success, result.error
+    assert result.text == "Prefill reads the prompt once."
+    assert result.completion_tokens == (None if model == "no-usage" else 6)
+    if model == "reasoning":
+        assert result.reasoning_text == "Let me think" and result.first_reasoning_s < result.ttft_s
+
+
+def test_first_byte_later_than_timeout(fake_api):
+    timeout = httpx.Timeout(connect=2, read=SLOW_SECONDS / 3, write=2, pool=2)
+    with _backend(fake_api, "slow", timeout=timeout) as backend:
+        result = backend.stream_chat(REQUEST)
+    assert not result.success and "read timeout" in result.error
+
+
+def test_server_down():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with OpenAICompatBackend(f"http://127.0.0.1:{port}/v1", "m", KEY) as backend:
+        result = backend.stream_chat(REQUEST)
+    assert not result.success and "Cannot connect" in result.error and "is the server running" in result.error
+
+
+def test_key_never_in_error_even_when_server_echoes_it(fake_api):
+    with _backend(fake_api, "echo-key") as backend:
+        result = backend.stream_chat(REQUEST)
+    assert "is not valid" in result.error and KEY not in result.error
+    assert KEY not in json.dumps(backend.describe())
+
+
+def test_failed_round_ends_the_experiment_and_keeps_earlier_rounds(fake_api):
+    conn = connect_api(fake_api.base_url, "ok", KEY)
+    rows = []
+    for row in ex.output_length_sweep(conn.backend, lengths=[3, 4], warm=False):
+        rows.append(row)
+        conn.backend.model = "500"  # the server starts failing after the first round
+    assert [bool(r.error) for r in rows] == [False, True] and "HTTP 500" in rows[1].error
+
+
+def test_api_cache_rounds_read_cached_tokens(fake_api):
+    fake_api.cached_tokens = 64
+    conn = connect_api(fake_api.base_url, "ok", None)
+    rows = list(ex.prefix_cache_rounds(conn.backend, "Some text. " * 200, conn.counter, rounds=2, warm=False))
+    assert all(r.reused_tokens == 64 and r.recomputed_tokens == r.prompt_tokens - 64 for r in rows)
+    bodies = [r["body"] for r in fake_api.requests]
+    assert bodies[1]["messages"][0] == bodies[0]["messages"][0], "append only keeps the system prompt"
+
+
+def test_no_thread_leak_after_many_faults(fake_api):
+    before = threading.active_count()
+    for model in ["401", "cut", "garbage", "500"] * 3:
+        with _backend(fake_api, model) as backend:
+            backend.stream_chat(REQUEST)
+    assert threading.active_count() <= before + 2  # the fake server's handler threads wind down
+
+
+def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
+    out = tmp_path / "run.json"
+    env = {**os.environ, "MY_KEY": KEY}
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url, "--model", "cut",
+                           "--key-env", "MY_KEY", "--only", "output", "--lengths", "2,8", "--json", str(out)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 1
+    data = out.read_text()
+    rounds = json.loads(data)["rounds"]
+    assert rounds[0]["error"] == "" and "cut after 3 chunks" in rounds[1]["error"]
+    assert KEY not in data and KEY not in proc.stdout and KEY not in proc.stderr
+    assert json.loads(data)["settings"]["api_key_set"] is True

@@ -70,6 +70,8 @@ def input_length_sweep(backend: StreamingBackend, document: str, counter: TokenC
             messages = input_length_messages(body, nonce())
             result = backend.stream_chat(ChatRequest(messages, max_tokens=max_tokens, ignore_eos=True),
                                          on_progress=on_progress, cancel=cancel)
+            if _stopped(cancel):
+                return
             if isinstance(counter, EstimatingTokenCounter):
                 counter.observe(sum(len(m["content"]) for m in messages), result.prompt_tokens)
             yield RoundResult.from_request(INPUT, round_no, result, repeat=repeat, target_tokens=size)
@@ -91,6 +93,8 @@ def output_length_sweep(backend: StreamingBackend, lengths: Sequence[int] = DEFA
             round_no += 1
             request = ChatRequest(output_length_messages(nonce()), max_tokens=length, ignore_eos=True)
             result = backend.stream_chat(request, on_progress=on_progress, cancel=cancel)
+            if _stopped(cancel):
+                return
             yield RoundResult.from_request(OUTPUT, round_no, result, repeat=repeat, target_tokens=length)
             if result.error:
                 return
@@ -111,8 +115,9 @@ def prefix_cache_rounds(backend: StreamingBackend, document: str, counter: Token
         raise ValueError(f"Unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}.")
     if warm:
         warm_up(backend, cancel)
-    parts = PromptParts(fit_document(document, doc_tokens, counter).text)
+    text = fit_document(document, doc_tokens, counter).text
     for strategy in strategies:
+        parts = PromptParts(text)
         build_system = STRATEGIES[strategy]
         rng = random.Random(seed)
         history: list[tuple[str, str]] = []
@@ -122,6 +127,8 @@ def prefix_cache_rounds(backend: StreamingBackend, document: str, counter: Token
             question = QUESTIONS[(round_no - 1) % len(QUESTIONS)]
             messages = round_messages(build_system(parts, round_no, rng), history, question)
             result = backend.stream_chat(ChatRequest(messages, max_tokens=answer_tokens), on_progress=on_progress, cancel=cancel)
+            if _stopped(cancel):
+                return
             yield RoundResult.from_request(CACHE, round_no, result, strategy=strategy)
             if result.error:
                 return

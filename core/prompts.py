@@ -20,6 +20,11 @@ from typing import Any, Protocol
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 
 
+def nonce() -> str:
+    """A short random tag; put at the start of a prompt, it makes the whole prompt new to any cache."""
+    return uuid.uuid4().hex[:12]
+
+
 class DocumentError(ValueError):
     """An upload that cannot be used as a document; the message says why."""
 
@@ -121,10 +126,6 @@ def fit_document(text: str, budget_tokens: int, counter: TokenCounter) -> Fitted
 
 
 # -- experiments 1 and 2: prompts that cannot hit the cache by accident ----------------------------
-def nonce() -> str:
-    return uuid.uuid4().hex[:12]
-
-
 def input_length_messages(document: str, run_nonce: str) -> list[dict[str, str]]:
     """A unique nonce first (so nothing is reused), then the document, then a one-word question."""
     return [
@@ -172,16 +173,23 @@ QUESTIONS = [
 
 @dataclass
 class PromptParts:
-    """The fixed parts of experiment 3's system prompt."""
+    """The fixed parts of experiment 3's system prompt.
+
+    ``conversation`` is a tag fixed for all rounds of one strategy in one run. It keeps each run's
+    round 1 cold: a server that still holds an earlier run's prompt (llama-server also keeps
+    recent prompts in host memory) cannot serve it from the cache.
+    """
 
     document: str
     instructions: str = INSTRUCTIONS
     tools: list[dict[str, str]] = field(default_factory=lambda: list(TOOLS))
+    conversation: str = field(default_factory=nonce)
 
 
 def render_system(parts: PromptParts, tools: list[dict[str, str]] | None = None, header: str = "") -> str:
     tool_lines = "\n".join(f"- {t['name']}: {t['description']}" for t in (tools if tools is not None else parts.tools))
-    return f"{header}{parts.instructions}\n\n# Tools\n{tool_lines}\n\n# Reference document\n{parts.document}"
+    return (f"{header}Conversation {parts.conversation}.\n{parts.instructions}\n\n# Tools\n{tool_lines}\n\n"
+            f"# Reference document\n{parts.document}")
 
 
 def append_only(parts: PromptParts, round_no: int, rng: random.Random) -> str:

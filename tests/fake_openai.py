@@ -32,7 +32,7 @@ def usage_chunk(prompt: int, completion: int, cached: int | None) -> bytes:
     return b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(BaseHTTPRequestHandler):  # noqa: D101
     server: "FakeOpenAIServer"
     protocol_version = "HTTP/1.1"
 
@@ -103,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
             self._write(chunk({"content": word}))
         self._write(chunk({}, finish="length"))
         if model != "no-usage":
-            self._write(usage_chunk(prompt_tokens, len(words), self.server.cached_tokens))
+            self._write(usage_chunk(prompt_tokens, len(words), self.server.next_cached_tokens(prompt_tokens)))
         self._write(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
 
@@ -115,8 +115,13 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.token_delay = token_delay
         self.cached_tokens = cached_tokens
+        self.cached_script: list[int] = []  # per request, first to last; then ``cached_tokens``
         self.requests: list[dict[str, Any]] = []
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def next_cached_tokens(self, prompt_tokens: int) -> int | None:
+        cached = self.cached_script.pop(0) if self.cached_script else self.cached_tokens
+        return None if cached is None else min(cached, prompt_tokens)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # the "cut" fault drops connections on purpose

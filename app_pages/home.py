@@ -1,0 +1,44 @@
+"""The explainer: the chapter's ideas, with this session's own numbers where it has them."""
+
+import streamlit as st
+
+from ui.backend import texts
+from ui.charts import prefix_diagram, timeline_chart
+from ui.measured import measured
+
+REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
+
+t = texts()
+m = measured()
+st.title(t("home.title"))
+st.markdown(t.rich("home.intro"), unsafe_allow_html=True)
+
+st.subheader(t("home.your_numbers"))
+quotes = []
+if m.ratio:
+    quotes.append(t.rich("home.ratio_quote", prefill=m.prefill_tps, decode=m.decode_tps, ratio=m.ratio))
+else:
+    if m.prefill_tps:
+        quotes.append(t.rich("home.prefill_quote", prefill=m.prefill_tps))
+    if m.decode_tps:
+        quotes.append(t.rich("home.decode_quote", decode=m.decode_tps, ms=m.ms_per_token))
+append, others = m.cache.get("append_only"), [s for n, s in m.cache.items() if n != "append_only"]
+if append and others and append.recomputed_after_first is not None and others[0].recomputed_after_first is not None:
+    quotes.append(t.rich("home.cache_quote", append=append.recomputed_after_first, breaker=others[0].recomputed_after_first,
+                         other=t(f"strategy.{others[0].strategy}")))
+st.markdown("\n\n".join(quotes) if quotes else t("home.no_numbers"), unsafe_allow_html=True)
+
+st.subheader(t("home.timeline_title"))
+prefill_tps = m.prefill_tps or REFERENCE_PREFILL_TPS
+decode_tps = m.decode_tps or REFERENCE_DECODE_TPS
+source = t("home.source_measured") if m.prefill_tps and m.decode_tps else t("home.source_reference")
+st.altair_chart(timeline_chart(2000, 40, prefill_tps, decode_tps, t), width="stretch")
+st.caption(t("home.timeline_caption", prompt=2000, output=40, prefill=prefill_tps, decode=decode_tps, source=source))
+
+for number, section in enumerate(t.raw("home.sections")):
+    st.subheader(section["heading"])
+    st.markdown(t.colour(section["body"]), unsafe_allow_html=True)
+    if number == 4:  # after the prefix-caching section
+        st.markdown(f"**{t('home.cache_title')}**")
+        st.altair_chart(prefix_diagram(t), width="stretch")
+        st.caption(t("home.cache_caption"))

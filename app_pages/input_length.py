@@ -1,0 +1,45 @@
+"""Experiment 1: TTFT and server prefill time against prompt length."""
+
+import streamlit as st
+
+from core import experiments as ex
+from core.prompts import default_document
+from core.verdicts import input_verdict
+from ui.backend import texts
+from ui.charts import input_chart
+from ui.experiment import explain, run_controls, show_run
+
+t = texts()
+st.title(t("input.title"))
+st.markdown(t.rich("input.idea"), unsafe_allow_html=True)
+
+with st.expander(t("common.settings"), expanded=True):
+    sizes = st.multiselect(t("input.sizes"), [128, 256, 512, 1024, 2048, 4096, 6144, 8192, 16384, 32768, 65536],
+                           default=list(ex.DEFAULT_INPUT_SIZES), key="input_sizes", help=t("input.sizes_help"))
+    repeats = st.number_input(t("common.repeats"), 1, 5, 1, key="input_repeats")
+
+
+def make_source(conn):
+    fitting = ex.sizes_that_fit(sorted(sizes), conn.context)
+    return lambda cancel, progress: ex.input_length_sweep(conn.backend, default_document(), conn.counter, fitting,
+                                                          repeats, cancel=cancel, on_progress=progress)
+
+
+def draw(runs, t, key):
+    rows = runs[0][1]
+    summary = ex.summarize_input(rows)
+    a, b, c = st.columns(3)
+    a.metric(t("input.metric_speed"), f"{summary.prefill_tokens_per_s:,.0f} tok/s" if summary.prefill_tokens_per_s else "–")
+    per_1k = summary.ms_per_1k()
+    b.metric(t("input.metric_per_1k"), f"{per_1k:,.0f} ms" if per_1k else "–")
+    fit = summary.ttft_fit
+    c.metric(t("input.metric_intercept"), f"{fit.intercept:,.0f} ms" if fit else "–")
+    chart = input_chart(runs, t)
+    if chart is not None:
+        st.altair_chart(chart, width="stretch", key=f"input-chart-{key}")
+    shown, values = input_verdict(rows)
+    explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
+
+
+run = run_controls(ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, make_source, len(sizes) * repeats)
+show_run(run, draw, ex.INPUT)

@@ -1,0 +1,49 @@
+"""Experiment 2: total time and per-token time against answer length."""
+
+import streamlit as st
+
+from core import experiments as ex
+from core.verdicts import output_verdict
+from ui.backend import texts
+from ui.charts import output_charts
+from ui.experiment import explain, run_controls, show_run
+from ui.measured import measured
+
+t = texts()
+st.title(t("output.title"))
+st.markdown(t.rich("output.idea"), unsafe_allow_html=True)
+
+with st.expander(t("common.settings"), expanded=True):
+    lengths = st.multiselect(t("output.lengths"), [8, 16, 32, 64, 128, 256, 512, 1024],
+                             default=list(ex.DEFAULT_OUTPUT_LENGTHS), key="output_lengths")
+    repeats = st.number_input(t("common.repeats"), 1, 5, 1, key="output_repeats")
+
+
+def make_source(conn):
+    return lambda cancel, progress: ex.output_length_sweep(conn.backend, sorted(lengths), repeats, cancel=cancel,
+                                                           on_progress=progress)
+
+
+def draw(runs, t, key):
+    rows = runs[0][1]
+    summary = ex.summarize_output(rows)
+    prefill_tps = measured().prefill_tps
+    ratio = prefill_tps / summary.decode_tokens_per_s if prefill_tps and summary.decode_tokens_per_s else None
+    a, b, c = st.columns(3)
+    a.metric(t("output.metric_speed"), f"{summary.decode_tokens_per_s:,.1f} tok/s" if summary.decode_tokens_per_s else "–")
+    b.metric(t("output.metric_per_token"), f"{summary.ms_per_token:.1f} ms" if summary.ms_per_token else "–")
+    c.metric(t("output.metric_ratio"), f"{ratio:.1f} : 1" if ratio else t("output.ratio_missing"))
+    charts = output_charts(runs, t)
+    if charts is not None:
+        left, right = st.columns(2)
+        left.altair_chart(charts[0], width="stretch", key=f"output-total-{key}")
+        right.altair_chart(charts[1], width="stretch", key=f"output-per-token-{key}")
+    shown, values = output_verdict(rows)
+    verdict = t("output.shown", **values) if shown else t("output.not_shown")
+    if ratio:
+        verdict += " " + t("output.ratio_note", ratio=ratio)
+    explain(t, "output", shown, verdict)
+
+
+run = run_controls(ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, make_source, len(lengths) * repeats)
+show_run(run, draw, ex.OUTPUT)

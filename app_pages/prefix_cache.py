@@ -1,0 +1,82 @@
+"""Experiment 3: the same long context for several rounds, appended to or broken at the start."""
+
+import hashlib
+
+import streamlit as st
+
+from core import experiments as ex
+from core.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
+from core.verdicts import cache_verdict
+from ui.backend import fit_for_backend, texts
+from ui.charts import cache_token_chart, cache_ttft_chart
+from ui.experiment import explain, run_controls, show_run
+
+t = texts()
+st.title(t("cache.title"))
+st.markdown(t.rich("cache.idea"), unsafe_allow_html=True)
+
+with st.expander(t("common.settings"), expanded=True):
+    left, right = st.columns(2)
+    rounds = left.number_input(t("cache.rounds"), 1, 30, ex.DEFAULT_ROUNDS, key="cache_rounds")
+    doc_tokens = left.number_input(t("cache.doc_tokens"), 100, 200_000, ex.DEFAULT_CACHE_DOC_TOKENS, step=500, key="cache_doc_tokens")
+    strategies = right.multiselect(t("cache.strategies"), list(STRATEGIES), default=list(ex.DEFAULT_STRATEGIES),
+                                   key="cache_strategies", format_func=lambda s: t(f"strategy.{s}"))
+    upload = st.file_uploader(t("cache.upload"), type=None, key="cache_upload", help=t("cache.upload_help"))
+
+document, doc_name = default_document(), "default"
+if upload is not None:
+    try:
+        document, doc_name = read_document(upload.getvalue(), upload.name), upload.name
+        st.caption(t("cache.doc_uploaded", name=upload.name))
+    except DocumentError as exc:
+        st.error(t("cache.doc_error", error=exc), icon=":material/warning:")
+else:
+    st.caption(t("cache.doc_default"))
+
+
+doc_id = hashlib.sha256(document.encode()).hexdigest()[:12]
+fitted = fit_for_backend(document, doc_id, int(doc_tokens))
+if isinstance(fitted, str):
+    st.error(f"{t('common.backend_error')} {fitted}")
+    fitted = None
+else:
+    st.caption(t("cache.doc_tokens_note", note=fitted.note()))
+
+
+def make_source(conn):
+    doc = fitted or fit_document(document, int(doc_tokens), conn.counter)
+    return lambda cancel, progress: ex.prefix_cache_rounds(conn.backend, doc.text, conn.counter, strategies, rounds,
+                                                           doc.tokens, cancel=cancel, on_progress=progress)
+
+
+def draw(runs, t, key):
+    rows = runs[0][1]
+    summaries = ex.summarize_cache(rows)
+    ratios = ex.recomputed_ratio(summaries)
+    columns = st.columns(max(len(summaries) + len(ratios), 1))
+    for column, summary in zip(columns, summaries.values()):
+        value = f"{summary.recomputed_total:,}" if summary.recomputed_total is not None else "–"
+        column.metric(f"{t('cache.metric_recomputed')} · {t(f'strategy.{summary.strategy}')}", value)
+    for column, (name, ratio) in zip(columns[len(summaries):], ratios.items()):
+        column.metric(t("cache.metric_ratio", name=t(f"strategy.{name}")), f"{ratio:.1f}×")
+    tokens = cache_token_chart(runs, t)
+    if tokens is not None:
+        st.markdown(f"**{t.rich('cache.chart_tokens')}**", unsafe_allow_html=True)
+        st.altair_chart(tokens, key=f"cache-tokens-{key}")
+    elif rows:
+        st.info(t("cache.no_counts"))
+    ttft = cache_ttft_chart(runs, t)
+    if ttft is not None:
+        st.altair_chart(ttft, width="stretch", key=f"cache-ttft-{key}")
+    shown, values = cache_verdict(rows)
+    if values:
+        values = {**values, "other": t(f"strategy.{values['other']}")}
+        verdict = t("cache.shown" if values["by"] == "tokens" else "cache.shown_time", **values)
+    else:
+        verdict = t("cache.not_shown")
+    explain(t, "cache", shown, verdict)
+
+
+settings = {"rounds": rounds, "strategies": strategies, "doc": doc_name, "doc_sha256": doc_id, "doc_tokens": doc_tokens}
+run = run_controls(ex.CACHE, settings, make_source, rounds * len(strategies))
+show_run(run, draw, ex.CACHE)

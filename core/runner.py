@@ -1,0 +1,127 @@
+"""Run an experiment generator in a worker thread, so a UI can poll it, redraw and stop it.
+
+The worker never touches the UI: it appends rows and progress to this object under a lock, and
+the UI thread reads `snapshot()`. Runs against one server are serialised with `server_lock`, so
+one session's requests never evict another session's KV cache (a llama-server with ``-np 1``
+keeps only one prompt's cache).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.results import RoundResult
+
+RowSource = Callable[[threading.Event, Callable[[dict[str, Any]], None]], Iterator[RoundResult]]
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def server_lock(key: str) -> threading.Lock:
+    """The one lock for a server (by URL), shared by every session in this process."""
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+WAITING, RUNNING, DONE, STOPPED, FAILED = "waiting", "running", "done", "stopped", "failed"
+
+
+@dataclass
+class Snapshot:
+    rows: list[RoundResult]
+    status: str
+    progress: dict[str, Any] | None
+    error: str
+    version: int
+
+
+@dataclass
+class BackgroundRun:
+    """One run of one experiment: its settings, its rows so far and its state."""
+
+    experiment: str
+    settings: dict[str, Any]
+    source: RowSource
+    lock_key: str | None = None
+    planned_rounds: int = 0
+    label: str = ""
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    started_at: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        self.rows: list[RoundResult] = []
+        self.status = WAITING
+        self.error = ""
+        self.progress: dict[str, Any] | None = None
+        self.cancel = threading.Event()
+        self._changed = threading.Condition()
+        self._version = 0
+        self._thread = threading.Thread(target=self._work, name=f"run-{self.experiment}-{self.run_id}", daemon=True)
+
+    # -- worker side -------------------------------------------------------------------------
+    def _bump(self) -> None:
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
+
+    def _set_progress(self, progress: dict[str, Any]) -> None:
+        self.progress = progress
+        self._bump()
+
+    def _work(self) -> None:
+        lock = server_lock(self.lock_key) if self.lock_key else None
+        try:
+            if lock is not None:
+                while not lock.acquire(timeout=0.2):
+                    if self.cancel.is_set():
+                        return
+            self.status = RUNNING
+            self._bump()
+            try:
+                for row in self.source(self.cancel, self._set_progress):
+                    self.progress = None
+                    self.rows = [*self.rows, row]
+                    self._bump()
+            finally:
+                if lock is not None:
+                    lock.release()
+        except Exception as exc:  # noqa: BLE001 - reported to the user, the worker must not die silently
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if self.error or any(r.error for r in self.rows):
+                self.status = FAILED
+            elif self.cancel.is_set():
+                self.status = STOPPED
+            else:
+                self.status = DONE
+            self._bump()
+
+    # -- UI side -------------------------------------------------------------------------------
+    def start(self) -> "BackgroundRun":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.cancel.set()
+        self._bump()
+
+    @property
+    def active(self) -> bool:
+        return self.status in (WAITING, RUNNING) and not self.cancel.is_set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def wait_for_change(self, seen_version: int, timeout: float) -> None:
+        """Block up to ``timeout`` seconds until something newer than ``seen_version`` happens."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._version != seen_version, timeout)
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(list(self.rows), self.status, self.progress, self.error, self._version)

@@ -1,0 +1,149 @@
+"""The Streamlit app through AppTest: every page in both languages, and experiment 3 end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ROOT
+
+PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py"]
+KEY = "sk-apptest-secret-0123456789"
+
+
+def app(**state) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+    for key, value in state.items():
+        at.session_state[key] = value
+    return at
+
+
+def api_state(fake_api, model: str = "ok") -> dict:
+    return {"backend_kind": "api", "preset": "vLLM", "base_url": fake_api.base_url, "model": model, "session_api_key": KEY}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_page_renders_on_the_embedded_server(lang):
+    at = app(lang=lang)
+    at.run()
+    assert not at.exception
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+        assert not at.error, (page, [e.value for e in at.error])
+        assert at.title, page
+    at.switch_page("app_pages/home.py").run()
+    heading = at.title[0].value
+    assert (heading == "一次请求的时间都去哪了？") == (lang == "zh")
+    assert any("Healthy" in s.value or "运行正常" in s.value for s in at.sidebar.success)
+
+
+def _run_cache(at: AppTest, rounds: int = 3) -> AppTest:
+    at.switch_page("app_pages/prefix_cache.py").run()
+    at.number_input(key="cache_rounds").set_value(rounds).run()
+    at.button(key="run_prefix_cache").click().run()
+    return at
+
+
+def _chart_values(at: AppTest) -> list[dict]:
+    """Every data row of every Altair chart on the page (Streamlit sends them as Arrow)."""
+    values = []
+    for chart in at.get("vega_lite_chart"):
+        for dataset in chart.proto.datasets:
+            values.extend(convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records"))
+    return values
+
+
+def test_prefix_cache_page_shows_scripted_rounds(fake_api):
+    # warm-up, then append only 3 rounds, then timestamp first 3 rounds
+    fake_api.cached_script = [0, 0, 900, 950, 0, 3, 3]
+    at = _run_cache(app(**api_state(fake_api)))
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    table = at.dataframe[0].value
+    assert list(table["reused_tokens"]) == [0, 900, 950, 0, 3, 3]
+    assert list(table["strategy"]) == ["append_only"] * 3 + ["timestamp_first"] * 3
+    reused_in_chart = sorted(v["tokens"] for v in _chart_values(at) if v.get("kind") == "reused" and "tokens" in v)
+    assert reused_in_chart == sorted([0, 900, 950, 0, 3, 3])
+    assert any("Done: 6 rounds" in s.value for s in at.success)
+    assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON"]
+
+
+def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
+    at = app(**api_state(fake_api))
+    at.switch_page("app_pages/prefix_cache.py").run()
+    at.file_uploader(key="cache_upload").upload("agent_prompt.txt", "MY AGENT PROMPT. ".encode() * 50, "text/plain").run()
+    assert any("agent_prompt.txt" in c.value for c in at.caption)
+    assert any("used whole" in c.value for c in at.caption)
+    at.number_input(key="cache_rounds").set_value(1).run()
+    at.button(key="run_prefix_cache").click().run()
+    system = fake_api.requests[-1]["body"]["messages"][0]["content"]
+    assert "MY AGENT PROMPT." in system and "assert" not in system
+
+    at.file_uploader(key="cache_upload").upload("photo.png", b"\x89PNG\x00\x00\x01binary", "image/png").run()
+    assert any("binary" in e.value for e in at.error)
+    assert not at.exception
+
+
+def test_failing_backend_keeps_completed_rounds(fake_api):
+    fake_api.cached_script = [0, 0]
+    at = app(**api_state(fake_api))
+    at.switch_page("app_pages/output_length.py").run()
+    at.multiselect(key="output_lengths").set_value([8, 16, 32]).run()
+    # the server starts answering 500 after the warm-up and the first round
+    original = fake_api.RequestHandlerClass.do_POST
+    calls = {"n": 0}
+
+    def flaky(handler):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            return handler._send_json(500, {"error": {"message": "boom"}})
+        return original(handler)
+
+    fake_api.RequestHandlerClass.do_POST = flaky
+    try:
+        at.button(key="run_output_length").click().run()
+    finally:
+        fake_api.RequestHandlerClass.do_POST = original
+    table = at.dataframe[0].value
+    assert len(table) == 2 and table["error"].iloc[0] == "" and "HTTP 500" in table["error"].iloc[1]
+    assert any("HTTP 500" in e.value for e in at.error)
+
+
+def rendered(at: AppTest) -> str:
+    """Every protobuf message the script sent to the browser, as text (sidebar included)."""
+    parts: list[str] = []
+
+    def walk(node) -> None:
+        if getattr(node, "proto", None) is not None:
+            parts.append(str(node.proto))
+        children = getattr(node, "children", None) or {}
+        for child in (children.values() if isinstance(children, dict) else children):
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(parts)
+
+
+def test_typed_key_is_used_but_never_sent_back(fake_api):
+    state = {k: v for k, v in api_state(fake_api).items() if k != "session_api_key"}
+    at = app(**state)
+    at.run()
+    at.text_input(key="api_key_input").input(KEY).run()
+    assert at.text_input(key="api_key_input").value == ""
+    assert KEY not in rendered(at)
+    at.switch_page("app_pages/output_length.py").run()
+    at.multiselect(key="output_lengths").set_value([4]).run()
+    at.button(key="run_output_length").click().run()
+    assert fake_api.requests[-1]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in rendered(at)
+
+
+def test_key_never_reaches_the_page(fake_api):
+    at = _run_cache(app(**api_state(fake_api, model="echo-key")), rounds=1)
+    page = rendered(at)
+    assert "is not valid" in page and KEY not in page
+    table = at.dataframe[0].value
+    assert KEY not in table.to_csv()

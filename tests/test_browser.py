@@ -1,0 +1,144 @@
+"""The real app under `streamlit run`, driven in headless Debian Chromium, on the embedded server."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from core.engine import free_port
+from tests.conftest import ROOT
+
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+DOCUMENT = ("Our deployment runbook. Step one: check the dashboards for error rates. Step two: roll out to one region. "
+            "Step three: watch latency for ten minutes before continuing. ") * 12
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    log = (tmp_path_factory.mktemp("streamlit") / "streamlit.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
+                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        else:
+            pytest.fail("streamlit did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        log.close()
+
+
+@pytest.fixture()
+def page(app_url: str) -> Iterator[Page]:
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        tab = browser.new_page(viewport={"width": 1400, "height": 1600})
+        yield tab
+        browser.close()
+
+
+def idle(page: Page, timeout: float = 120) -> None:
+    page.wait_for_selector(IDLE, timeout=timeout * 1000)
+
+
+def set_number(page: Page, label: str, value: int) -> None:
+    box = page.get_by_label(label)
+    box.fill(str(value))
+    box.press("Enter")
+    idle(page)
+
+
+ROWS = "[data-testid='stDataFrame'] table tbody tr"
+
+
+def table_rows(page: Page) -> list[list[str]]:
+    """The rows of the rounds table, read from the data grid's accessible table."""
+    expect(page.locator(ROWS).first).to_be_attached(timeout=30_000)
+    return [row.locator("td").all_inner_texts() for row in page.locator(ROWS).all()]
+
+
+def column(page: Page, name: str) -> int:
+    headers = page.locator("[data-testid='stDataFrame'] table thead th").all_inner_texts()
+    return headers.index(name)
+
+
+def open_cache_page(page: Page, app_url: str) -> None:
+    page.goto(app_url + "/prefix_cache")
+    idle(page)
+    expect(page.get_by_text("Healthy")).to_be_visible(timeout=60_000)
+
+
+def test_prefix_cache_live_rounds_with_uploaded_document(page: Page, app_url: str, tmp_path):
+    open_cache_page(page, app_url)
+    doc = tmp_path / "runbook.txt"
+    doc.write_text(DOCUMENT)
+    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(doc))
+    idle(page)
+    expect(page.get_by_text("Your document: runbook.txt.")).to_be_visible()
+    expect(page.get_by_text(re.compile(r"tokens, used whole"))).to_be_visible()
+    set_number(page, "Rounds per strategy", 3)
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click()
+
+    # after round 1 the chart and the table are already there, while the run goes on
+    expect(page.get_by_text(re.compile(r"Round 2 of 6"))).to_be_visible(timeout=60_000)
+    expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible()
+    first = table_rows(page)
+    assert len(first) >= 1 and first[0][column(page, "strategy")] == "append_only"
+
+    idle(page, timeout=180)
+    expect(page.get_by_text("Done: 6 rounds.")).to_be_visible()
+    rows = table_rows(page)
+    assert len(rows) == 6
+    strategy, recomputed, prompt = column(page, "strategy"), column(page, "recomputed_tokens"), column(page, "prompt_tokens")
+    for row in rows:
+        n_recomputed, n_prompt = int(row[recomputed].replace(",", "")), int(row[prompt].replace(",", ""))
+        later_append = row[strategy] == "append_only" and row[0] != "1"
+        if later_append:
+            assert n_recomputed <= 32, row
+        else:
+            assert n_recomputed >= 0.9 * n_prompt, row
+    expect(page.get_by_text(re.compile(r"^Shown: from round 2, append only recomputed"))).to_be_visible()
+    expect(page.get_by_role("button", name="Download CSV")).to_be_visible()
+
+
+def test_stop_keeps_completed_rounds_and_language_switch(page: Page, app_url: str):
+    open_cache_page(page, app_url)
+    set_number(page, "Rounds per strategy", 10)
+    set_number(page, "Document budget (tokens)", 1500)
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click()
+    expect(page.get_by_text(re.compile(r"Round 3 of 20"))).to_be_visible(timeout=90_000)
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True).click()
+    notice = page.get_by_text(re.compile(r"Stopped\. The \d+ rounds measured before the stop are kept\."))
+    expect(notice).to_be_visible(timeout=60_000)
+    kept = int(re.search(r"The (\d+) rounds", notice.inner_text()).group(1))
+    assert 2 <= kept < 20
+    idle(page)
+    assert len(table_rows(page)) == kept
+    expect(page.get_by_role("button", name="Download JSON")).to_be_visible()
+
+    page.get_by_text("中文").click()
+    idle(page)
+    expect(page.get_by_role("heading", name="实验 3 · 同一段长上下文，一轮又一轮")).to_be_visible()
+    assert len(table_rows(page)) == kept, "switching the language keeps the rounds"

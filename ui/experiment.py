@@ -1,0 +1,163 @@
+"""What every experiment page shares: Run and Stop, the live loop, history, table and downloads.
+
+A run's requests go out from a worker thread (`core.runner.BackgroundRun`); this script thread
+only polls it and redraws. Each redraw is an ``st.*`` call, so a click on Stop (a rerun) lands
+within half a second; the rounds already measured live in the run object in session state and
+survive the rerun, a page switch, or a reconnect.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.content import Texts
+from core.export import to_csv, to_json
+from core.results import RoundResult
+from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot
+from ui.backend import current_choice, open_connection
+from ui.charts import Runs
+
+SourceFactory = Callable[[Any], RowSource]  # Connection -> RowSource
+DrawResults = Callable[[Runs, Texts, str], None]  # runs, texts, key suffix for unique element ids
+
+TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens", "prefill_ms",
+                 "ttft_ms", "output_tokens", "decode_ms", "total_ms", "ms_per_output_token", "error"]
+
+
+def history(experiment: str) -> list[BackgroundRun]:
+    return st.session_state.setdefault("history", {}).setdefault(experiment, [])
+
+
+def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int) -> BackgroundRun | None:
+    """Open a connection and start a run in the background; show why when the backend is not ready."""
+    t = Texts(st.session_state.get("lang", "en"))
+    try:
+        choice = current_choice()
+        conn = open_connection(choice)
+    except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
+        st.error(f"{t('common.backend_error')} {exc}")
+        return None
+    source = make_source(conn)
+
+    def rows(cancel: Any, on_progress: Any):
+        try:
+            yield from source(cancel, on_progress)
+        finally:
+            conn.backend.close()
+
+    label = t("common.run_label", backend=conn.backend.kind, model=conn.info.get("model") or conn.backend.model,
+              time=datetime.now().strftime("%H:%M:%S"))
+    run = BackgroundRun(experiment, {**conn.describe(), **settings}, rows, lock_key=choice.lock_key(),
+                        planned_rounds=planned, label=label)
+    history(experiment).append(run.start())
+    return run
+
+
+def run_controls(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int) -> BackgroundRun | None:
+    """The Run and Stop buttons; returns the run to show (the newest one of this experiment)."""
+    t = Texts(st.session_state.get("lang", "en"))
+    runs = history(experiment)
+    current = runs[-1] if runs else None
+    left, right, _ = st.columns([1, 1, 4])
+    busy = current is not None and current.active
+    if left.button(t("common.run"), type="primary", disabled=busy, key=f"run_{experiment}", icon=":material/play_arrow:"):
+        if start_run(experiment, settings, make_source, planned) is not None:
+            st.rerun()  # draw the buttons again: Run disabled, Stop enabled
+    if right.button(t("common.stop"), disabled=not busy, key=f"stop_{experiment}", icon=":material/stop:") and current:
+        current.stop()
+    return current
+
+
+def _active(run: BackgroundRun, snap: Snapshot) -> bool:
+    """Judged on the snapshot, so the last redraw always shows the final rows."""
+    return snap.status in (WAITING, RUNNING) and not run.cancel.is_set()
+
+
+def _status(t: Texts, run: BackgroundRun, snap: Snapshot) -> None:
+    """Exactly one element in every state, so nothing stale is left behind when the state changes."""
+    done = len(snap.rows)
+    if snap.status == WAITING and not run.cancel.is_set():
+        st.info(t("common.waiting"), icon=":material/hourglass_top:")
+    elif _active(run, snap):
+        total = max(run.planned_rounds, done + 1)
+        text = t("common.round_of", i=min(done + 1, total), n=total)
+        if snap.progress and snap.progress.get("total"):
+            p = snap.progress
+            text += " · " + t("common.prefill_progress", processed=p.get("processed", 0), total=p["total"], cache=p.get("cache", 0))
+        st.progress(min(done / total, 1.0), text=text)
+    elif snap.status == STOPPED or run.cancel.is_set():
+        st.warning(t("common.stopped", n=done), icon=":material/stop_circle:")
+    elif snap.status == FAILED:
+        failed = [r for r in snap.rows if r.error]
+        detail = f"round {failed[-1].round}: {failed[-1].error}" if failed else snap.error
+        st.error(f"{t('common.failed')} {detail}", icon=":material/error:")
+    else:
+        st.success(t("common.done", n=done), icon=":material/check_circle:")
+
+
+def rounds_table(rows: Sequence[RoundResult]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records([r.to_dict() for r in rows])
+    if frame.empty:
+        return frame
+    return frame[[c for c in TABLE_COLUMNS if c in frame and frame[c].notna().any() or c == "error"]]
+
+
+def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> None:
+    """Draw the run and keep redrawing after every round until it ends or is stopped."""
+    t = Texts(st.session_state.get("lang", "en"))
+    if run is None:
+        st.info(t("common.no_rounds"))
+        return
+    earlier = [r for r in history(experiment) if r is not run and r.rows]
+    chosen = st.multiselect(t("common.compare"), [r.label for r in earlier], key=f"compare_{experiment}") if earlier else []
+    compare: Runs = [(r.label, r.rows) for r in earlier if r.label in chosen]
+    status_box, body = st.empty(), st.empty()
+    shown_rows, shown_status = -1, ""
+    while True:
+        snap = run.snapshot()
+        with status_box:
+            _status(t, run, snap)
+        if (len(snap.rows), snap.status) != (shown_rows, shown_status):
+            shown_rows, shown_status = len(snap.rows), snap.status
+            body.empty()
+            with body.container():
+                draw([(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+                st.subheader(t("common.table"))
+                st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}")
+        if not _active(run, snap):
+            break
+        run.wait_for_change(snap.version, 0.5)
+        time.sleep(0.05)  # let a burst of progress updates coalesce into one redraw
+    _downloads(t, run, snap)
+
+
+def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot) -> None:
+    for row in snap.rows:
+        if row.error:
+            st.error(f"Round {row.round}{' · ' + row.strategy if row.strategy else ''}: {row.error}")
+    if snap.error:
+        st.error(snap.error)
+    if not snap.rows:
+        return
+    left, right, _ = st.columns([1, 1, 3])
+    name = f"prefill-lab-{run.experiment}-{run.run_id}"
+    left.download_button(t("common.download_csv"), to_csv(run.settings, snap.rows), f"{name}.csv", "text/csv",
+                         on_click="ignore", key=f"csv-{run.run_id}", icon=":material/download:")
+    right.download_button(t("common.download_json"), to_json(run.settings, snap.rows), f"{name}.json",
+                          "application/json", on_click="ignore", key=f"json-{run.run_id}", icon=":material/download:")
+
+
+def explain(t: Texts, section: str, shown: bool | None, verdict_text: str) -> None:
+    """'What you should see' beside 'what this run showed'."""
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**{t('common.what_to_see')}**  \n" + t.rich(f"{section}.expect"), unsafe_allow_html=True)
+    with right:
+        st.markdown(f"**{t('common.verdict')}**")
+        (st.success if shown else st.info)(verdict_text)

@@ -1,0 +1,38 @@
+"""The numbers this session has measured so far, for the explainer page to quote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from core import experiments as ex
+from core.results import RoundResult
+
+
+def rows_of(experiment: str) -> list[RoundResult]:
+    """The rows of the newest run of ``experiment`` that measured anything."""
+    for run in reversed(st.session_state.get("history", {}).get(experiment, [])):
+        rows = [r for r in run.rows if not r.error]
+        if rows:
+            return rows
+    return []
+
+
+@dataclass
+class Measured:
+    prefill_tps: float | None
+    decode_tps: float | None
+    ms_per_token: float | None
+    cache: dict[str, ex.StrategySummary]
+
+    @property
+    def ratio(self) -> float | None:
+        if self.prefill_tps and self.decode_tps:
+            return self.prefill_tps / self.decode_tps
+        return None
+
+
+def measured() -> Measured:
+    inp, out = ex.summarize_input(rows_of(ex.INPUT)), ex.summarize_output(rows_of(ex.OUTPUT))
+    return Measured(inp.prefill_tokens_per_s, out.decode_tokens_per_s, out.ms_per_token, ex.summarize_cache(rows_of(ex.CACHE)))

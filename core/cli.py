@@ -6,6 +6,7 @@ Examples::
     python -m core --only cache --rounds 6 --json cache.json
     python -m core --backend llama --url http://127.0.0.1:8080
     python -m core --backend api --preset DeepSeek --only cache   # key from $DEEPSEEK_API_KEY
+    python -m core doctor agent_log.jsonl --json findings.json    # the cache doctor (see core.doctor_cli)
 
 The per-round table goes to stdout, progress to stderr. A key is read from the environment
 variable of the preset (or ``--key-env``), never from the command line, so it stays out of shell
@@ -164,4 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["doctor"]:
+        from core.doctor_cli import main as doctor_main
+
+        return doctor_main(argv[1:])
     return run(build_parser().parse_args(argv))

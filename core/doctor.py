@@ -501,7 +501,7 @@ def replay_request(round_: Round, backend: Any) -> Any:
     return ChatRequest(messages, max_tokens=8, extra=extra)
 
 
-def replay(transcript: Transcript, backend: Any, cancel: Any = None, on_progress: Any = None):
+def replay(transcript: Transcript, backend: Any, cancel: Any = None, on_progress: Any = None, label: str | None = None):
     """Send the rounds in order; yield one `RoundResult` per round (experiment ``doctor``)."""
     from core.results import RoundResult
 
@@ -511,6 +511,6 @@ def replay(transcript: Transcript, backend: Any, cancel: Any = None, on_progress
         result = backend.stream_chat(replay_request(round_, backend), on_progress=on_progress, cancel=cancel)
         if cancel is not None and cancel.is_set():
             return
-        yield RoundResult.from_request("doctor", index, result, strategy=transcript.kind)
+        yield RoundResult.from_request("doctor", index, result, strategy=label or transcript.kind)
         if result.error:
             return

@@ -1,0 +1,165 @@
+"""Cache doctor: which round of your own transcript broke the prefix cache, where, why, and the cost."""
+
+import hashlib
+
+import pandas as pd
+import streamlit as st
+
+from core import doctor
+from core.doctor import BILLING_RULES, BillingRule
+from core.prompts import EstimatingTokenCounter
+from ui.backend import EMBEDDED, LLAMA_URL, current_choice, open_connection, texts
+from ui.charts import doctor_chart
+from ui.experiment import run_controls, show_run
+
+t = texts()
+st.title(t("doctor.title"))
+st.markdown(t.rich("doctor.idea"), unsafe_allow_html=True)
+
+files = st.file_uploader(t("doctor.upload"), accept_multiple_files=True, key="doctor_files")
+pasted = st.text_area(t("doctor.paste"), key="doctor_paste", height=100)
+server_ready = st.session_state.get("backend_kind", EMBEDDED) in (EMBEDDED, LLAMA_URL)
+use_server = st.toggle(t("doctor.use_server"), value=server_ready, disabled=not server_ready, key="doctor_use_server",
+                       help=t("doctor.use_server_help"))
+
+inputs = [(f.name, f.getvalue()) for f in files or []]
+if not inputs and pasted.strip():
+    inputs = [("pasted.jsonl", pasted.encode())]
+if not inputs:
+    st.info(t("doctor.empty"))
+    st.stop()
+try:
+    transcript = doctor.load_inputs(inputs)
+except doctor.TranscriptError as exc:
+    st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
+    st.stop()
+for problem in transcript.errors:
+    st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
+if not transcript.rounds:
+    st.stop()
+
+if transcript.kind == "system_prompt":
+    prompt = transcript.rounds[0].messages[0]["content"]
+    transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
+    st.subheader(t("doctor.compare_title"))
+    st.caption(t("doctor.compare_caption"))
+else:
+    transcripts = {"transcript": transcript}
+
+
+def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
+    """Analysis per input and backend, kept for the session (rendering with a server costs requests)."""
+    digest = hashlib.sha256(b"".join(data for _, data in inputs)).hexdigest()[:16]
+    cache = st.session_state.setdefault("doctor_analyses", {})
+    choice = current_choice() if use_server else None
+    key = (digest, name, choice.url if choice else None)
+    if key not in cache:
+        if choice is None:
+            cache[key] = doctor.analyse(item, EstimatingTokenCounter())
+        else:
+            try:
+                conn = open_connection(choice)
+            except Exception as exc:  # noqa: BLE001 - shown to the user; the static analysis still works
+                return f"{t('common.backend_error')} {exc}"
+            try:
+                cache[key] = doctor.analyse(item, conn.counter, conn.backend)
+            finally:
+                conn.backend.close()
+    return cache[key]
+
+
+def cause_text(finding: doctor.RoundFinding) -> str:
+    values = {"round": finding.round, "cause": t(f"cause.{finding.cause}"), "char": finding.first_diff_char or 0,
+              "message": finding.message_index, "field": finding.field}
+    return t("doctor.broke_tools" if finding.message_index is None else "doctor.broke", **values)
+
+
+def show_analysis(name: str, analysis: doctor.Analysis) -> None:
+    findings = [f.to_dict() for f in analysis.findings]
+    st.caption(t("doctor.rendering", rounds=len(findings), how=analysis.rendering,
+                 exact=t("doctor.exact") if analysis.findings[0].tokens_exact else t("doctor.estimated")))
+    first = analysis.first_break
+    if first:
+        st.error(cause_text(first), icon=":material/heart_broken:")
+        st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{first.cause}')}")
+    else:
+        later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
+        st.success(t("doctor.clean", median=sorted(later)[len(later) // 2]), icon=":material/check_circle:")
+    totals = analysis.totals()
+    a, b, c, d = st.columns(4)
+    a.metric(t("doctor.metric_rounds"), len(findings))
+    b.metric(t("doctor.metric_recomputed"), f"{totals['recomputed']:,}")
+    c.metric(t("doctor.metric_append"), f"{totals['append_only']:,}")
+    fractions = sorted(f.cacheable_fraction for f in analysis.findings[1:]) or [0.0]
+    d.metric(t("doctor.metric_cacheable"), f"{fractions[len(fractions) // 2]:.0%}")
+    st.altair_chart(doctor_chart(findings, t), width="stretch", key=f"doctor-chart-{name}")
+    table = pd.DataFrame(findings).drop(columns=["old_snippet", "new_snippet"])
+    table["cause"] = table["cause"].map(lambda c: t(f"cause.{c}"))
+    st.dataframe(table, hide_index=True, key=f"doctor-table-{name}")
+    breaking = [f for f in analysis.findings if f.breaks_cache][:10]
+    if breaking:
+        st.subheader(t("doctor.breaks"))
+    for finding in breaking:
+        with st.expander(cause_text(finding), expanded=finding is first):
+            left, right = st.columns(2)
+            left.caption(t("doctor.previous", round=finding.round - 1))
+            left.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.old_snippet}</pre>")
+            right.caption(t("doctor.current", round=finding.round))
+            right.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.new_snippet}</pre>")
+            st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{finding.cause}')}")
+    billing_section(name, analysis)
+
+
+def billing_section(name: str, analysis: doctor.Analysis) -> None:
+    st.subheader(t("doctor.provider"))
+    rule_name = st.selectbox(t("doctor.provider_rule"), list(BILLING_RULES), key=f"doctor_rule_{name}")
+    base = BILLING_RULES[rule_name]
+    edited = st.data_editor(
+        pd.DataFrame([{"minimum": base.minimum, "step": base.step, "input_per_million": base.input_per_million,
+                       "cached_per_million": base.cached_per_million}]),
+        hide_index=True, key=f"doctor_prices_{name}_{rule_name}", num_rows="fixed")
+    row = edited.iloc[0]
+    rule = BillingRule(rule_name, int(row["minimum"]), max(int(row["step"]), 1), float(row["input_per_million"]),
+                       float(row["cached_per_million"]))
+    bill = doctor.billing(analysis, rule)
+    st.caption(t("doctor.prices"))
+    st.info(t("doctor.bill", cached=sum(r["cached_tokens"] for r in bill), prompt=sum(r["prompt_tokens"] for r in bill),
+              cost=sum(r["cost"] for r in bill), ideal_cached=sum(r["append_only_cached_tokens"] for r in bill),
+              ideal=sum(r["append_only_cost"] for r in bill)))
+
+
+analyses: dict[str, doctor.Analysis] = {}
+tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav") for name in transcripts])
+for tab, (name, item) in zip(tabs, transcripts.items()):
+    with tab:
+        result = analyse_cached(name, item)
+        if isinstance(result, str):
+            st.error(result)
+            result = doctor.analyse(item, EstimatingTokenCounter())
+        analyses[name] = result
+        show_analysis(name, result)
+
+st.subheader(t("doctor.replay"))
+st.caption(t("doctor.replay_help"))
+
+
+def make_source(conn):
+    def rows(cancel, progress):
+        for name, item in transcripts.items():
+            yield from doctor.replay(item, conn.backend, cancel, progress, label=name)
+    return rows
+
+
+def draw(runs, t, key):
+    """Measured against predicted, per transcript, redrawn after every replayed round."""
+    rows = runs[0][1]
+    for name, analysis in analyses.items():
+        mine = [r for r in rows if r.strategy == name]
+        if mine:
+            chart = doctor_chart([f.to_dict() for f in analysis.findings], t, mine)
+            st.altair_chart(chart, width="stretch", key=f"doctor-replay-{name}-{key}")
+
+
+planned = sum(len(item.rounds) for item in transcripts.values())
+run = run_controls("doctor", {"inputs": [n for n, _ in inputs], "rounds": planned}, make_source, planned)
+show_run(run, draw, "doctor")

@@ -8,7 +8,7 @@ import streamlit as st
 from core import doctor
 from core.doctor import BILLING_RULES, BillingRule
 from core.prompts import EstimatingTokenCounter
-from ui.backend import EMBEDDED, LLAMA_URL, current_choice, open_connection, texts
+from ui.backend import EMBEDDED, LLAMA_URL, current_choice, hosted, open_connection, texts
 from ui.charts import doctor_chart
 from ui.experiment import run_controls, show_run
 
@@ -29,7 +29,7 @@ if not inputs:
     st.info(t("doctor.empty"))
     st.stop()
 try:
-    transcript = doctor.load_inputs(inputs)
+    transcript = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES)
 except doctor.TranscriptError as exc:
     st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
     st.stop()
@@ -161,5 +161,7 @@ def draw(runs, t, key):
 
 
 planned = sum(len(item.rounds) for item in transcripts.values())
-run = run_controls("doctor", {"inputs": [n for n, _ in inputs], "rounds": planned}, make_source, planned)
+planned_tokens = sum(f.prompt_tokens + 8 for analysis in analyses.values() for f in analysis.findings)
+run = run_controls("doctor", {"inputs": [n for n, _ in inputs], "rounds": planned}, make_source, planned, planned_tokens,
+                   recorded=False)
 show_run(run, draw, "doctor")

@@ -41,5 +41,6 @@ def draw(runs, t, key):
     explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
 
 
-run = run_controls(ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, make_source, len(sizes) * repeats)
+planned_tokens = (sum(sizes) + 8 * len(sizes)) * repeats
+run = run_controls(ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, make_source, len(sizes) * repeats, planned_tokens)
 show_run(run, draw, ex.INPUT)

@@ -45,5 +45,7 @@ def draw(runs, t, key):
     explain(t, "output", shown, verdict)
 
 
-run = run_controls(ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, make_source, len(lengths) * repeats)
+planned_tokens = (sum(lengths) + 60 * len(lengths)) * repeats
+run = run_controls(ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, make_source, len(lengths) * repeats,
+                   planned_tokens)
 show_run(run, draw, ex.OUTPUT)

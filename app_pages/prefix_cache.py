@@ -6,8 +6,9 @@ import streamlit as st
 
 from core import experiments as ex
 from core.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
+from core.samples import chapter_reference
 from core.verdicts import cache_verdict
-from ui.backend import fit_for_backend, texts
+from ui.backend import fit_for_backend, hosted, texts
 from ui.charts import cache_token_chart, cache_ttft_chart
 from ui.experiment import explain, run_controls, show_run
 
@@ -26,7 +27,7 @@ with st.expander(t("common.settings"), expanded=True):
 document, doc_name = default_document(), "default"
 if upload is not None:
     try:
-        document, doc_name = read_document(upload.getvalue(), upload.name), upload.name
+        document, doc_name = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes), upload.name
         st.caption(t("cache.doc_uploaded", name=upload.name))
     except DocumentError as exc:
         st.error(t("cache.doc_error", error=exc), icon=":material/warning:")
@@ -78,5 +79,13 @@ def draw(runs, t, key):
 
 
 settings = {"rounds": rounds, "strategies": strategies, "doc": doc_name, "doc_sha256": doc_id, "doc_tokens": doc_tokens}
-run = run_controls(ex.CACHE, settings, make_source, rounds * len(strategies))
+planned_tokens = rounds * len(strategies) * (int(doc_tokens) + 40 * rounds)
+run = run_controls(ex.CACHE, settings, make_source, rounds * len(strategies), planned_tokens)
 show_run(run, draw, ex.CACHE)
+
+reference = chapter_reference()
+with st.expander(t("cache.reference")):
+    st.dataframe(reference["rows"], hide_index=True)
+    totals = reference["totals"]
+    st.caption(t("cache.reference_totals", append=totals["append_only_recomputed"], stamp=totals["timestamp_first_recomputed"],
+                 rounds=totals["rounds"], ratio=totals["timestamp_first_recomputed"] / totals["append_only_recomputed"]))

@@ -21,6 +21,13 @@ RowSource = Callable[[threading.Event, Callable[[dict[str, Any]], None]], Iterat
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+_active: set[str] = set()
+
+
+def active_runs() -> int:
+    """Runs started and not yet finished, across every session of this process."""
+    with _locks_guard:
+        return len(_active)
 
 
 def server_lock(key: str) -> threading.Lock:
@@ -76,6 +83,8 @@ class BackgroundRun:
 
     def _work(self) -> None:
         lock = server_lock(self.lock_key) if self.lock_key else None
+        with _locks_guard:
+            _active.add(self.run_id)
         try:
             if lock is not None:
                 while not lock.acquire(timeout=0.2):
@@ -100,7 +109,16 @@ class BackgroundRun:
                 self.status = STOPPED
             else:
                 self.status = DONE
+            with _locks_guard:
+                _active.discard(self.run_id)
             self._bump()
+
+    @classmethod
+    def recorded(cls, experiment: str, settings: dict[str, Any], rows: list[RoundResult], label: str) -> "BackgroundRun":
+        """A finished run made from saved rows (recorded sample results), never started."""
+        run = cls(experiment, settings, lambda cancel, progress: iter(()), label=label)
+        run.rows, run.status = list(rows), DONE
+        return run
 
     # -- UI side -------------------------------------------------------------------------------
     def start(self) -> "BackgroundRun":

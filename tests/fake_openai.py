@@ -67,6 +67,8 @@ class Handler(BaseHTTPRequestHandler):  # noqa: D101
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         self.server.requests.append({"body": body, "authorization": self.headers.get("Authorization")})
         model = body.get("model", "ok")
+        if self.server.fault and len(self.server.requests) > self.server.fault_after:
+            model = self.server.fault
         prompt_tokens = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4
         if model == "401":
             return self._send_json(401, {"error": {"message": "Incorrect API key provided."}})
@@ -116,6 +118,8 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         self.token_delay = token_delay
         self.cached_tokens = cached_tokens
         self.cached_script: list[int] = []  # per request, first to last; then ``cached_tokens``
+        self.fault = ""  # when set, requests after the first ``fault_after`` behave as this model
+        self.fault_after = 0
         self.requests: list[dict[str, Any]] = []
         self.thread = threading.Thread(target=self.serve_forever, daemon=True)
 

@@ -136,7 +136,7 @@ def test_typed_key_is_used_but_never_sent_back(fake_api):
     assert at.text_input(key="api_key_input").value == ""
     assert KEY not in rendered(at)
     at.switch_page("app_pages/output_length.py").run()
-    at.multiselect(key="output_lengths").set_value([4]).run()
+    at.multiselect(key="output_lengths").set_value([8]).run()
     at.button(key="run_output_length").click().run()
     assert fake_api.requests[-1]["authorization"] == f"Bearer {KEY}"
     assert KEY not in rendered(at)

@@ -142,3 +142,34 @@ def test_stop_keeps_completed_rounds_and_language_switch(page: Page, app_url: st
     idle(page)
     expect(page.get_by_role("heading", name="实验 3 · 同一段长上下文，一轮又一轮")).to_be_visible()
     assert len(table_rows(page)) == kept, "switching the language keeps the rounds"
+
+
+def _check_cache_pattern(page: Page) -> None:
+    strategy, recomputed, prompt = column(page, "strategy"), column(page, "recomputed_tokens"), column(page, "prompt_tokens")
+    for row in table_rows(page):
+        n_recomputed, n_prompt = int(row[recomputed].replace(",", "")), int(row[prompt].replace(",", ""))
+        if row[strategy] == "append_only" and row[0] != "1":
+            assert n_recomputed <= 32, row
+        else:
+            assert n_recomputed >= 0.9 * n_prompt, row
+
+
+def test_two_sessions_are_serialised_and_keep_their_own_results(app_url: str):
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        first, second = (browser.new_context(viewport={"width": 1400, "height": 1600}).new_page() for _ in range(2))
+        for tab in (first, second):
+            open_cache_page(tab, app_url)
+            set_number(tab, "Rounds per strategy", 2)
+            set_number(tab, "Document budget (tokens)", 600)
+        main = "stMainBlockContainer"
+        first.get_by_test_id(main).get_by_role("button", name="Run", exact=True).click()
+        expect(first.get_by_text(re.compile(r"Round 1 of 4"))).to_be_visible(timeout=30_000)
+        second.get_by_test_id(main).get_by_role("button", name="Run", exact=True).click()
+        expect(second.get_by_text(re.compile(r"^Waiting: another session"))).to_be_visible(timeout=30_000)
+        for tab in (first, second):
+            expect(tab.get_by_text("Done: 4 rounds.")).to_be_visible(timeout=180_000)
+            idle(tab)
+            assert len(table_rows(tab)) == 4, "each session sees only its own rounds"
+            _check_cache_pattern(tab)
+        browser.close()

@@ -18,6 +18,7 @@ from core.backends import PRESETS
 from core.connect import Connection, connect_api, connect_llama
 from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError, LocalServer
+from core.hosting import HostedSettings, check_base_url, load_settings
 from core.prompts import FittedDocument, fit_document
 
 EMBEDDED, LLAMA_URL, API = "embedded", "llama_url", "api"
@@ -39,6 +40,11 @@ def secret(name: str | None) -> str | None:
     except (FileNotFoundError, st.errors.StreamlitSecretNotFoundError):
         pass
     return os.environ.get(name) or None
+
+
+def hosted() -> HostedSettings:
+    """The operator's hosted-mode settings (see `core.hosting`)."""
+    return load_settings(secret)
 
 
 def texts() -> Texts:
@@ -76,9 +82,13 @@ class BackendChoice:
         return self.model or self.url
 
 
-def _keep_widget_state() -> None:
+def _keep_widget_state(settings: HostedSettings) -> None:
     for key, default in PERSISTENT.items():
         st.session_state[key] = st.session_state.get(key, default)
+    if settings.hosted:
+        st.session_state["backend_kind"] = API
+        if st.session_state["base_url"] not in settings.allowed_base_urls and settings.allowed_base_urls:
+            st.session_state["base_url"] = settings.allowed_base_urls[0]
 
 
 def _apply_preset() -> None:
@@ -107,21 +117,25 @@ def api_key_for(preset_name: str, typed: str | None) -> tuple[str | None, str]:
 
 
 def render_sidebar() -> None:
-    _keep_widget_state()
+    settings = hosted()
+    _keep_widget_state(settings)
     t = texts()
     with st.sidebar:
         st.radio(t("sidebar.language"), LANGUAGES, key="lang", horizontal=True,
                  format_func=lambda code: load(code)["language_name"])
         t = texts()
         st.subheader(t("sidebar.title"))
-        kind = st.radio(t("sidebar.backend"), KINDS, key="backend_kind", format_func=lambda k: t(f"sidebar.{k}"))
+        kinds = (API,) if settings.hosted else KINDS
+        kind = st.radio(t("sidebar.backend"), kinds, key="backend_kind", format_func=lambda k: t(f"sidebar.{k}"))
+        if settings.hosted:
+            st.caption(t("sidebar.hosted"))
         if kind == EMBEDDED:
             _embedded_status(t)
         elif kind == LLAMA_URL:
             st.text_input(t("sidebar.url"), key="llama_url")
             _llama_status(t, st.session_state["llama_url"])
         else:
-            _api_inputs(t)
+            _api_inputs(t, settings)
 
 
 def _show_props(t: Texts, info: dict[str, str]) -> None:
@@ -168,9 +182,12 @@ def _llama_status(t: Texts, url: str) -> None:
         _show_props(t, info)
 
 
-def _api_inputs(t: Texts) -> None:
+def _api_inputs(t: Texts, settings: HostedSettings) -> None:
     st.selectbox(t("sidebar.preset"), list(PRESETS), key="preset", on_change=_apply_preset)
-    st.text_input(t("sidebar.base_url"), key="base_url")
+    if settings.hosted:
+        st.selectbox(t("sidebar.base_url"), settings.allowed_base_urls, key="base_url")
+    else:
+        st.text_input(t("sidebar.base_url"), key="base_url")
     st.text_input(t("sidebar.model"), key="model")
     st.text_input(t("sidebar.key"), key="api_key_input", type="password", help=t("sidebar.key_help"), on_change=_store_key)
     _, source = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY))
@@ -185,7 +202,7 @@ def _api_inputs(t: Texts) -> None:
 
 def current_choice() -> BackendChoice:
     """The backend the sidebar points at (starting the embedded server if needed)."""
-    kind = st.session_state.get("backend_kind", EMBEDDED)
+    kind = API if hosted().hosted else st.session_state.get("backend_kind", EMBEDDED)
     if kind == EMBEDDED:
         return BackendChoice(EMBEDDED, url=embedded_server().url)
     if kind == LLAMA_URL:
@@ -199,6 +216,7 @@ def open_connection(choice: BackendChoice) -> Connection:
     if choice.kind == API:
         if not choice.url or not choice.model:
             raise ValueError("Set a base URL and a model in the sidebar.")
+        check_base_url(choice.url, hosted())
         return connect_api(choice.url, choice.model, choice.api_key)
     return connect_llama(choice.url)
 

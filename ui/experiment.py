@@ -19,8 +19,10 @@ import streamlit as st
 from core.content import Texts
 from core.export import to_csv, to_json
 from core.results import RoundResult
-from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot
-from ui.backend import current_choice, open_connection
+from core.hosting import Refused
+from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot, active_runs
+from core.samples import recorded_rows
+from ui.backend import current_choice, hosted, open_connection
 from ui.charts import Runs
 
 SourceFactory = Callable[[Any], RowSource]  # Connection -> RowSource
@@ -34,9 +36,18 @@ def history(experiment: str) -> list[BackgroundRun]:
     return st.session_state.setdefault("history", {}).setdefault(experiment, [])
 
 
-def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int) -> BackgroundRun | None:
-    """Open a connection and start a run in the background; show why when the backend is not ready."""
+def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int,
+              planned_tokens: int) -> BackgroundRun | None:
+    """Check the budgets, open a connection and start a run in the background; show why not otherwise."""
     t = Texts(st.session_state.get("lang", "en"))
+    if planned == 0:
+        st.warning(t("common.nothing_to_run"))
+        return None
+    try:
+        hosted().check_run(planned, planned_tokens, active_runs())
+    except Refused as exc:
+        st.error(str(exc), icon=":material/block:")
+        return None
     try:
         choice = current_choice()
         conn = open_connection(choice)
@@ -59,18 +70,32 @@ def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFact
     return run
 
 
-def run_controls(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int) -> BackgroundRun | None:
-    """The Run and Stop buttons; returns the run to show (the newest one of this experiment)."""
+def load_recorded(experiment: str) -> None:
+    """Add the shipped recorded run of this experiment to the history (labelled as recorded)."""
+    t = Texts(st.session_state.get("lang", "en"))
+    settings, rows = recorded_rows(experiment)
+    label = f"{t('common.recorded')} · {settings.get('model', '')}"
+    if rows and all(run.label != label for run in history(experiment)):
+        history(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
+
+
+def run_controls(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int,
+                 planned_tokens: int = 0, recorded: bool = True) -> BackgroundRun | None:
+    """Run, Stop and 'Show recorded results'; returns the run to show (the newest of this experiment)."""
     t = Texts(st.session_state.get("lang", "en"))
     runs = history(experiment)
     current = runs[-1] if runs else None
-    left, right, _ = st.columns([1, 1, 4])
+    left, middle, right, _ = st.columns([1, 1, 2, 2])
     busy = current is not None and current.active
     if left.button(t("common.run"), type="primary", disabled=busy, key=f"run_{experiment}", icon=":material/play_arrow:"):
-        if start_run(experiment, settings, make_source, planned) is not None:
+        if start_run(experiment, settings, make_source, planned, planned_tokens) is not None:
             st.rerun()  # draw the buttons again: Run disabled, Stop enabled
-    if right.button(t("common.stop"), disabled=not busy, key=f"stop_{experiment}", icon=":material/stop:") and current:
+    if middle.button(t("common.stop"), disabled=not busy, key=f"stop_{experiment}", icon=":material/stop:") and current:
         current.stop()
+    if recorded and right.button(t("common.show_recorded"), disabled=busy, key=f"recorded_{experiment}",
+                                 icon=":material/history:"):
+        load_recorded(experiment)
+        current = history(experiment)[-1]
     return current
 
 

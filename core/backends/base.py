@@ -52,7 +52,7 @@ class StreamingBackend:
         model: str = "",
         api_key: str | None = None,
         *,
-        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        timeout: httpx.Timeout | float | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -61,7 +61,7 @@ class StreamingBackend:
         self._api_key = api_key
         self.clock = clock
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(timeout=timeout, transport=transport, headers=headers)
+        self.client = httpx.Client(timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport, headers=headers)
 
     # -- description -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

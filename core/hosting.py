@@ -1,0 +1,108 @@
+"""Hosted, API-only mode: who may call what, and how much, on a demo open to strangers.
+
+Every setting is read through one function (``st.secrets`` first, then the environment, in the
+app; the environment alone elsewhere), so an operator configures a deploy in one place:
+
+| name | meaning | hosted default |
+|---|---|---|
+| ``PREFILL_LAB_HOSTED`` | ``true`` hides the local backends and never starts a process | off |
+| ``PREFILL_LAB_ALLOWED_BASE_URLS`` | comma-separated base URLs a visitor may call | the presets' https URLs |
+| ``PREFILL_LAB_ALLOW_LOOPBACK`` | ``true`` lets allowed URLs resolve to 127.0.0.1 (testing a deploy locally) | off |
+| ``PREFILL_LAB_MAX_ROUNDS`` | rounds (requests) in one run | 16 |
+| ``PREFILL_LAB_MAX_DOC_MB`` | size of an uploaded document | 1 |
+| ``PREFILL_LAB_MAX_TOKENS_PER_RUN`` | estimated prompt + output tokens in one run | 300000 |
+| ``PREFILL_LAB_MAX_CONCURRENT_RUNS`` | runs at once, all visitors together | 4 |
+
+Outside hosted mode the limits are off, except the 5 MB upload limit.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from core.backends.presets import PRESETS
+
+Getter = Callable[[str], "str | None"]
+
+
+class Refused(ValueError):
+    """A request the hosted demo will not make; the message says why and what is allowed."""
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _int(value: str | None, default: int | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else default
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class HostedSettings:
+    hosted: bool = False
+    allowed_base_urls: tuple[str, ...] = ()
+    allow_loopback: bool = False
+    max_rounds: int | None = None
+    max_doc_bytes: int = 5 * 1024 * 1024
+    max_tokens_per_run: int | None = None
+    max_concurrent_runs: int | None = None
+
+    def check_run(self, planned_rounds: int, planned_tokens: int, active_runs: int) -> None:
+        """Raise `Refused` when a run would go over a budget."""
+        if self.max_rounds is not None and planned_rounds > self.max_rounds:
+            raise Refused(f"This run has {planned_rounds} requests; this demo allows {self.max_rounds} per run. "
+                          "Choose fewer rounds, sizes or strategies.")
+        if self.max_tokens_per_run is not None and planned_tokens > self.max_tokens_per_run:
+            raise Refused(f"This run would send about {planned_tokens:,} tokens; this demo allows "
+                          f"{self.max_tokens_per_run:,} per run. Use a smaller document or fewer rounds.")
+        if self.max_concurrent_runs is not None and active_runs >= self.max_concurrent_runs:
+            raise Refused(f"{active_runs} runs are in progress on this demo, the most it allows at once. "
+                          "Try again in a minute.")
+
+
+def load_settings(get: Getter) -> HostedSettings:
+    if not _flag(get("PREFILL_LAB_HOSTED")):
+        return HostedSettings()
+    default_urls = ",".join(p.base_url for p in PRESETS.values() if p.base_url.startswith("https://"))
+    urls = tuple(u.strip().rstrip("/") for u in (get("PREFILL_LAB_ALLOWED_BASE_URLS") or default_urls).split(",") if u.strip())
+    return HostedSettings(
+        hosted=True,
+        allowed_base_urls=urls,
+        allow_loopback=_flag(get("PREFILL_LAB_ALLOW_LOOPBACK")),
+        max_rounds=_int(get("PREFILL_LAB_MAX_ROUNDS"), 16),
+        max_doc_bytes=int(float(get("PREFILL_LAB_MAX_DOC_MB") or 1) * 1024 * 1024),
+        max_tokens_per_run=_int(get("PREFILL_LAB_MAX_TOKENS_PER_RUN"), 300_000),
+        max_concurrent_runs=_int(get("PREFILL_LAB_MAX_CONCURRENT_RUNS"), 4),
+    )
+
+
+def check_base_url(url: str, settings: HostedSettings,
+                   resolve: Callable[..., list] = socket.getaddrinfo) -> None:
+    """In hosted mode, allow only listed base URLs whose host resolves to public addresses."""
+    if not settings.hosted:
+        return
+    normalized = url.strip().rstrip("/")
+    if normalized not in settings.allowed_base_urls:
+        raise Refused(f"This demo only calls its listed APIs ({', '.join(settings.allowed_base_urls)}); "
+                      f"{normalized or 'an empty URL'} is not one of them.")
+    parts = urlsplit(normalized)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Refused(f"{normalized} is not an http(s) URL.")
+    try:
+        infos = resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise Refused(f"Cannot resolve {parts.hostname}: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        if address.is_loopback and settings.allow_loopback:
+            continue
+        if not address.is_global or address.is_multicast:
+            raise Refused(f"{parts.hostname} resolves to {address}, a loopback, private or link-local address; "
+                          "this demo only calls public APIs.")

@@ -1,0 +1,143 @@
+"""Hosted, API-only mode: allowed URLs only, no process, budgets, recorded results, keys kept apart."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import pytest
+
+from core.engine import LocalServer
+from core.hosting import HostedSettings, Refused, check_base_url, load_settings
+from tests.test_app import KEY, app, rendered
+
+PUBLIC = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
+
+
+def resolver(address: str):
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return lambda host, port, proto=0: [(family, socket.SOCK_STREAM, 6, "", (address, port))]
+
+
+HOSTED = HostedSettings(hosted=True, allowed_base_urls=("https://api.example.com/v1",))
+
+
+def test_allowed_public_url_passes():
+    check_base_url("https://api.example.com/v1/", HOSTED, resolve=lambda *a, **k: PUBLIC)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "192.168.0.7", "172.16.5.4", "169.254.169.254", "::1",
+                                     "fe80::1", "0.0.0.0"])
+def test_private_loopback_and_link_local_are_refused(address):
+    with pytest.raises(Refused, match="loopback, private or link-local"):
+        check_base_url("https://api.example.com/v1", HOSTED, resolve=resolver(address))
+
+
+def test_url_not_in_the_allow_list_is_refused():
+    with pytest.raises(Refused, match="only calls its listed APIs"):
+        check_base_url("https://evil.example.net/v1", HOSTED, resolve=lambda *a, **k: PUBLIC)
+
+
+def test_local_mode_checks_nothing():
+    check_base_url("http://127.0.0.1:8080/v1", HostedSettings(), resolve=resolver("127.0.0.1"))
+
+
+def test_settings_from_environment_names():
+    values = {"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_MAX_ROUNDS": "3", "PREFILL_LAB_MAX_DOC_MB": "0.5"}
+    settings = load_settings(values.get)
+    assert settings.hosted and settings.max_rounds == 3 and settings.max_doc_bytes == 512 * 1024
+    assert "https://api.deepseek.com/v1" in settings.allowed_base_urls
+    assert all(url.startswith("https://") for url in settings.allowed_base_urls)
+    assert not load_settings({}.get).hosted
+
+
+def test_budgets():
+    settings = HostedSettings(hosted=True, max_rounds=4, max_tokens_per_run=1000, max_concurrent_runs=2)
+    settings.check_run(4, 1000, 1)
+    with pytest.raises(Refused, match="allows 4 per run"):
+        settings.check_run(5, 10, 0)
+    with pytest.raises(Refused, match="allows 1,000 per run"):
+        settings.check_run(1, 1001, 0)
+    with pytest.raises(Refused, match="2 runs are in progress"):
+        settings.check_run(1, 10, 2)
+
+
+def hosted_app(fake_api=None, **secrets):
+    at = app()
+    at.secrets["PREFILL_LAB_HOSTED"] = "true"
+    if fake_api is not None:
+        at.secrets["PREFILL_LAB_ALLOWED_BASE_URLS"] = fake_api.base_url
+        at.session_state["model"] = "ok"
+    for name, value in secrets.items():
+        at.secrets[name] = value
+    return at
+
+
+@pytest.fixture()
+def no_spawn(monkeypatch):
+    """Fails the test if anything starts a process or a local server."""
+    spawned = []
+    real_popen = subprocess.Popen
+
+    def popen(*args, **kwargs):
+        spawned.append(args)
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(LocalServer, "start", lambda self: spawned.append("LocalServer.start") or self)
+    return spawned
+
+
+def test_hosted_pages_show_only_apis_and_start_no_process(no_spawn):
+    at = hosted_app()
+    at.run()
+    for page in ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py",
+                 "app_pages/prefix_cache.py", "app_pages/cache_doctor.py"]:
+        at.switch_page(page).run()
+        assert not at.exception, page
+    assert at.sidebar.radio(key="backend_kind").options == ["OpenAI-compatible API"]
+    assert "Embedded local server" not in rendered(at)
+    assert no_spawn == []
+
+
+def test_hosted_refuses_a_loopback_url_even_when_listed(fake_api, no_spawn):
+    at = hosted_app(fake_api)
+    at.switch_page("app_pages/output_length.py").run()
+    at.button(key="run_output_length").click().run()
+    assert any("loopback, private or link-local" in e.value for e in at.error)
+    assert fake_api.requests == [] and no_spawn == []
+
+
+def test_hosted_budget_and_upload_limit(fake_api):
+    at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", PREFILL_LAB_MAX_ROUNDS="4", PREFILL_LAB_MAX_DOC_MB="0.001")
+    at.switch_page("app_pages/prefix_cache.py").run()
+    at.number_input(key="cache_rounds").set_value(3).run()
+    at.button(key="run_prefix_cache").click().run()
+    assert any("allows 4 per run" in e.value for e in at.error) and fake_api.requests == []
+    at.file_uploader(key="cache_upload").upload("big.txt", b"word " * 1000, "text/plain").run()
+    assert any("the limit is" in e.value for e in at.error)
+
+
+def test_visitor_keys_stay_in_their_own_session(fake_api):
+    first = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true")
+    first.run()
+    first.text_input(key="api_key_input").input(KEY).run()
+    second = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true")
+    for at in (first, second):
+        at.switch_page("app_pages/output_length.py").run()
+        at.multiselect(key="output_lengths").set_value([8]).run()
+        at.button(key="run_output_length").click().run()
+        assert any("Done: 1 rounds" in s.value for s in at.success)
+    auth = [r["authorization"] for r in fake_api.requests]
+    assert auth[:2] == [f"Bearer {KEY}"] * 2 and auth[2:] == [None, None]
+    assert KEY not in rendered(first) and KEY not in rendered(second)
+
+
+def test_recorded_results_without_any_key(no_spawn):
+    at = hosted_app()
+    at.switch_page("app_pages/prefix_cache.py").run()
+    at.button(key="recorded_prefix_cache").click().run()
+    table = at.dataframe[0].value
+    assert set(table["strategy"]) == {"append_only", "timestamp_first"} and len(table) == 12
+    assert any("recorded" in str(node.proto) for node in at.get("multiselect")) or "recorded" in rendered(at)
+    assert at.get("vega_lite_chart") and no_spawn == []

@@ -25,8 +25,8 @@ import httpx
 
 from core import experiments as ex
 from core.backends import PRESETS
-from core.connect import Connection, connect_api, connect_llama
-from core.engine import EngineError, LocalServer
+from core.connect import Connection, connect_api, connect_local_or_llama
+from core.engine import EngineError
 from core.export import to_csv, to_json
 from core.prompts import STRATEGIES, DocumentError, default_document, read_document
 from core.results import RoundResult
@@ -87,19 +87,17 @@ def header() -> str:
 
 
 def connect(args: argparse.Namespace, stack: ExitStack) -> Connection:
-    if args.backend == "local":
-        print("Starting the embedded llama-server...", file=sys.stderr)
-        server = stack.enter_context(LocalServer(context=args.context))
-        return connect_llama(server.url)
-    if args.backend == "llama":
-        return connect_llama(args.url or "http://127.0.0.1:8080")
+    if args.backend in ("local", "llama"):
+        return connect_local_or_llama(args.backend, args.url, stack, args.context)
     preset = PRESETS.get(args.preset) if args.preset else None
     base_url = args.url or (preset.base_url if preset else None)
     model = args.model or (preset.model if preset else "")
     if not base_url or not model:
         raise SystemExit("--backend api needs --preset or both --url and --model")
     key = key_from_env(args.key_env or (preset.key_env if preset else None))
-    return connect_api(base_url, model, key)
+    conn = connect_api(base_url, model, key)
+    stack.callback(conn.backend.close)
+    return conn
 
 
 def summary_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
@@ -138,7 +136,6 @@ def run(args: argparse.Namespace) -> int:
         except (EngineError, httpx.HTTPError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
-        stack.callback(conn.backend.close)
         sizes = ex.sizes_that_fit(args.sizes, conn.context)
         runs = {
             "input": lambda: ex.input_length_sweep(conn.backend, default_document(), conn.counter, sizes, args.repeats),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.backends import LlamaServerBackend, OpenAICompatBackend, StreamingBackend
+from core.engine import DEFAULT_CONTEXT, LocalServer
 from core.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
 
 
@@ -33,6 +36,16 @@ def connect_llama(url: str) -> Connection:
     backend.model = props["model_path"].rsplit("/", 1)[-1]
     info = {"model": backend.model, "n_ctx": props["n_ctx"], "server_build": props["build"]}
     return Connection(backend, ServerTokenCounter(backend), props["n_ctx"], info)
+
+
+def connect_local_or_llama(backend: str, url: str | None, stack: ExitStack, context: int = DEFAULT_CONTEXT) -> Connection:
+    """``local``: start the embedded server (stopped when ``stack`` closes); ``llama``: the one at ``url``."""
+    if backend == "local":
+        print("Starting the embedded llama-server...", file=sys.stderr)
+        url = stack.enter_context(LocalServer(context=context)).url
+    conn = connect_llama(url or "http://127.0.0.1:8080")
+    stack.callback(conn.backend.close)
+    return conn
 
 
 def connect_api(base_url: str, model: str, api_key: str | None) -> Connection:

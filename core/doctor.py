@@ -259,9 +259,7 @@ def _field_value(round_: Round, span: Span | None) -> str:
 def _diff_window(old: str, new: str, radius: int = 24) -> tuple[str, str, int, int]:
     """The changed middle of two strings, widened by ``radius`` characters on each side."""
     head = common_prefix_length(old, new)
-    tail = 0
-    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
+    tail = common_prefix_length(old[head:][::-1], new[head:][::-1])
     lo = max(0, head - radius)
     return old[lo:len(old) - tail + radius], new[lo:len(new) - tail + radius], head - lo, head - lo
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 
 from core import doctor
-from core.connect import Connection, connect_llama
-from core.engine import EngineError, LocalServer
+from core.connect import connect_local_or_llama
+from core.engine import EngineError
 from core.prompts import EstimatingTokenCounter
 
 
@@ -35,16 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _connect(args: argparse.Namespace, stack: ExitStack) -> Connection | None:
-    if args.backend == "none":
-        return None
-    if args.backend == "local":
-        print("Starting the embedded llama-server...", file=sys.stderr)
-        server = stack.enter_context(LocalServer())
-        return connect_llama(server.url)
-    return connect_llama(args.url)
-
-
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -56,15 +46,13 @@ def main(argv: Sequence[str]) -> int:
         print(f"skipped: {error}", file=sys.stderr)
     with ExitStack() as stack:
         try:
-            conn = _connect(args, stack)
+            conn = None if args.backend == "none" else connect_local_or_llama(args.backend, args.url, stack)
         except (EngineError, httpx.HTTPError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
         counter = conn.counter if conn else EstimatingTokenCounter()
         analysis = doctor.analyse(transcript, counter, conn.backend if conn else None)
         replayed = list(doctor.replay(transcript, conn.backend)) if args.replay and conn else []
-        if conn:
-            conn.backend.close()
     print(f"{len(analysis.findings)} rounds, rendered with the {analysis.rendering}; tokens "
           f"{'exact' if counter.exact else 'estimated (~4 chars/token)'}.")
     print(f"{'round':>5} {'breaks':>6} {'cause':>22} {'msg':>4} {'field':>10} {'diff@':>7} {'prefix':>7} "

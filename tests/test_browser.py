@@ -109,8 +109,8 @@ def test_prefix_cache_live_rounds_with_uploaded_document(page: Page, app_url: st
 
     idle(page, timeout=180)
     expect(page.get_by_text("Done: 6 rounds.")).to_be_visible()
+    expect(page.locator(ROWS)).to_have_count(6)
     rows = table_rows(page)
-    assert len(rows) == 6
     strategy, recomputed, prompt = column(page, "strategy"), column(page, "recomputed_tokens"), column(page, "prompt_tokens")
     for row in rows:
         n_recomputed, n_prompt = int(row[recomputed].replace(",", "")), int(row[prompt].replace(",", ""))
@@ -135,13 +135,13 @@ def test_stop_keeps_completed_rounds_and_language_switch(page: Page, app_url: st
     kept = int(re.search(r"The (\d+) rounds", notice.inner_text()).group(1))
     assert 2 <= kept < 20
     idle(page)
-    assert len(table_rows(page)) == kept
+    expect(page.locator(ROWS)).to_have_count(kept)
     expect(page.get_by_role("button", name="Download JSON")).to_be_visible()
 
     page.get_by_text("中文").click()
     idle(page)
     expect(page.get_by_role("heading", name="实验 3 · 同一段长上下文，一轮又一轮")).to_be_visible()
-    assert len(table_rows(page)) == kept, "switching the language keeps the rounds"
+    expect(page.locator(ROWS)).to_have_count(kept)  # switching the language keeps the rounds
 
 
 def _check_cache_pattern(page: Page) -> None:
@@ -170,6 +170,6 @@ def test_two_sessions_are_serialised_and_keep_their_own_results(app_url: str):
         for tab in (first, second):
             expect(tab.get_by_text("Done: 4 rounds.")).to_be_visible(timeout=180_000)
             idle(tab)
-            assert len(table_rows(tab)) == 4, "each session sees only its own rounds"
+            expect(tab.locator(ROWS)).to_have_count(4)  # each session sees only its own rounds
             _check_cache_pattern(tab)
         browser.close()

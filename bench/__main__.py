@@ -1,0 +1,12 @@
+"""``python -m bench [name ...]``: run the benchmarks (all by default) and write bench/results/*.json."""
+
+import importlib
+import sys
+
+NAMES = ["client_overhead", "app_overhead", "experiment_wall", "cold_start", "doctor_scale"]
+
+for name in sys.argv[1:] or NAMES:
+    if name not in NAMES:
+        raise SystemExit(f"unknown benchmark {name!r}; choose from {', '.join(NAMES)}")
+    print(f"\n== {name} ==", flush=True)
+    importlib.import_module(f"bench.{name}").main()

@@ -37,6 +37,7 @@ def server_lock(key: str) -> threading.Lock:
 
 
 WAITING, RUNNING, DONE, STOPPED, FAILED = "waiting", "running", "done", "stopped", "failed"
+REDRAW_WAIT_S = 2.0  # the longest a watched run waits for the page to redraw before its next request
 
 
 @dataclass
@@ -69,6 +70,8 @@ class BackgroundRun:
         self.cancel = threading.Event()
         self._changed = threading.Condition()
         self._version = 0
+        self._drawn = threading.Event()
+        self.watched = False  # set by a page while it polls; then each round waits for its redraw
         self._thread = threading.Thread(target=self._work, name=f"run-{self.experiment}-{self.run_id}", daemon=True)
 
     # -- worker side -------------------------------------------------------------------------
@@ -95,8 +98,11 @@ class BackgroundRun:
             try:
                 for row in self.source(self.cancel, self._set_progress):
                     self.progress = None
+                    self._drawn.clear()
                     self.rows = [*self.rows, row]
                     self._bump()
+                    if self.watched:  # keep the page's chart redraw out of the next request's timing
+                        self._drawn.wait(REDRAW_WAIT_S)
             finally:
                 if lock is not None:
                     lock.release()
@@ -135,6 +141,10 @@ class BackgroundRun:
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
+
+    def drawn(self) -> None:
+        """The page has redrawn the latest rows: the next request may start."""
+        self._drawn.set()
 
     def wait_for_change(self, seen_version: int, timeout: float) -> None:
         """Block up to ``timeout`` seconds until something newer than ``seen_version`` happens."""

@@ -1,7 +1,8 @@
 """What every experiment page shares: Run and Stop, the live loop, history, table and downloads.
 
 A run's requests go out from a worker thread (`core.runner.BackgroundRun`); this script thread
-only polls it and redraws. Each redraw is an ``st.*`` call, so a click on Stop (a rerun) lands
+only polls it and redraws. While the page watches, the worker waits for each redraw to finish
+before its next request, so drawing never overlaps a timed request (see BENCHMARKS.md). Each redraw is an ``st.*`` call, so a click on Stop (a rerun) lands
 within half a second; the rounds already measured live in the run object in session state and
 survive the rerun, a page switch, or a reconnect.
 """
@@ -144,21 +145,27 @@ def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> N
     compare: Runs = [(r.label, r.rows) for r in earlier if r.label in chosen]
     status_box, body = st.empty(), st.empty()
     shown_rows, shown_status = -1, ""
-    while True:
-        snap = run.snapshot()
-        with status_box:
-            _status(t, run, snap)
-        if (len(snap.rows), snap.status) != (shown_rows, shown_status):
-            shown_rows, shown_status = len(snap.rows), snap.status
-            body.empty()
-            with body.container():
-                draw([(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
-                st.subheader(t("common.table"))
-                st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}")
-        if not _active(run, snap):
-            break
-        run.wait_for_change(snap.version, 0.5)
-        time.sleep(0.05)  # let a burst of progress updates coalesce into one redraw
+    run.watched = True
+    try:
+        while True:
+            snap = run.snapshot()
+            with status_box:
+                _status(t, run, snap)
+            if (len(snap.rows), snap.status) != (shown_rows, shown_status):
+                shown_rows, shown_status = len(snap.rows), snap.status
+                body.empty()
+                with body.container():
+                    draw([(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+                    st.subheader(t("common.table"))
+                    st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}")
+                run.drawn()
+            if not _active(run, snap):
+                break
+            run.wait_for_change(snap.version, 0.5)
+            time.sleep(0.05)  # let a burst of progress updates coalesce into one redraw
+    finally:  # a rerun or a page switch ends this loop; the run then goes on without waiting for redraws
+        run.watched = False
+        run.drawn()
     _downloads(t, run, snap)
 
 

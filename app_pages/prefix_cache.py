@@ -36,7 +36,7 @@ else:
 
 
 doc_id = hashlib.sha256(document.encode()).hexdigest()[:12]
-fitted = fit_for_backend(document, doc_id, int(doc_tokens))
+fitted = fit_for_backend(document, doc_id, int(doc_tokens), int(rounds))
 if isinstance(fitted, str):
     st.error(f"{t('common.backend_error')} {fitted}")
     fitted = None
@@ -45,7 +45,7 @@ else:
 
 
 def make_source(conn):
-    doc = fitted or fit_document(document, int(doc_tokens), conn.counter)
+    doc = fitted or fit_document(document, ex.cache_doc_budget(int(doc_tokens), conn.context, rounds), conn.counter)
     return lambda cancel, progress: ex.prefix_cache_rounds(conn.backend, doc.text, conn.counter, strategies, rounds,
                                                            doc.tokens, cancel=cancel, on_progress=progress)
 

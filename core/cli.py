@@ -136,11 +136,17 @@ def run(args: argparse.Namespace) -> int:
         except (EngineError, httpx.HTTPError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
+        try:
+            ex.cache_doc_budget(args.doc_tokens, conn.context, args.rounds)
+        except DocumentError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         sizes = ex.sizes_that_fit(args.sizes, conn.context)
         runs = {
             "input": lambda: ex.input_length_sweep(conn.backend, default_document(), conn.counter, sizes, args.repeats),
             "output": lambda: ex.output_length_sweep(conn.backend, args.lengths, args.repeats),
-            "cache": lambda: ex.prefix_cache_rounds(conn.backend, document, conn.counter, strategies, args.rounds, args.doc_tokens),
+            "cache": lambda: ex.prefix_cache_rounds(conn.backend, document, conn.counter, strategies, args.rounds,
+                                                    ex.cache_doc_budget(args.doc_tokens, conn.context, args.rounds)),
         }
         print(header())
         for name in only:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
-from core.prompts import (QUESTIONS, STRATEGIES, EstimatingTokenCounter, PromptParts, TokenCounter, fit_document,
+from core.prompts import (QUESTIONS, STRATEGIES, DocumentError, EstimatingTokenCounter, PromptParts, TokenCounter, fit_document,
                           input_length_messages, nonce, output_length_messages, round_messages)
 from core.results import RequestResult, RoundResult
 from core.stats import LinearFit, linear_fit, median
@@ -98,6 +98,19 @@ def output_length_sweep(backend: StreamingBackend, lengths: Sequence[int] = DEFA
             yield RoundResult.from_request(OUTPUT, round_no, result, repeat=repeat, target_tokens=length)
             if result.error:
                 return
+
+
+def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int, answer_tokens: int = 24) -> int:
+    """The document budget that leaves room in ``context`` for every round's question and answer.
+
+    Raises `DocumentError` when not even a short document fits.
+    """
+    if not context:
+        return doc_tokens
+    room = context - RESERVED_TOKENS - rounds * (answer_tokens + 40)
+    if room < 100:
+        raise DocumentError(f"{rounds} rounds do not fit in a {context:,}-token context; choose fewer rounds.")
+    return min(doc_tokens, room)
 
 
 def prefix_cache_rounds(backend: StreamingBackend, document: str, counter: TokenCounter,

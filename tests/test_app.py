@@ -175,3 +175,20 @@ def test_cache_doctor_page_reports_bad_lines_and_bad_files(fake_api):
     assert any("No round breaks the cache" in s.value for s in at.success)
     at.file_uploader(key="doctor_files").set_value(("log.jsonl", "\u00e9t\u00e9".encode("latin-1"), "text/plain")).run()
     assert any("not valid UTF-8" in e.value for e in at.error) and not at.exception
+
+
+def test_home_page_quotes_this_sessions_numbers(fake_api):
+    at = app(**api_state(fake_api))
+    at.switch_page("app_pages/input_length.py").run()
+    at.multiselect(key="input_sizes").set_value([128, 256]).run()
+    at.button(key="run_input_length").click().run()
+    at.switch_page("app_pages/output_length.py").run()
+    at.multiselect(key="output_lengths").set_value([8, 16]).run()
+    at.button(key="run_output_length").click().run()
+    fake_api.cached_script = [0, 0, 500, 0, 2]
+    _run_cache(at, rounds=2)
+    at.switch_page("app_pages/home.py").run()
+    text = rendered(at)
+    assert "reading a prompt token was" in text and "faster than writing an answer token" in text
+    assert "appending only recomputed a median of" in text
+    assert "your measurements" in text

@@ -109,3 +109,25 @@ def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
     assert rounds[0]["error"] == "" and "cut after 3 chunks" in rounds[1]["error"]
     assert KEY not in data and KEY not in proc.stdout and KEY not in proc.stderr
     assert json.loads(data)["settings"]["api_key_set"] is True
+
+
+@pytest.mark.parametrize("fault,needle", [
+    ("401", "API key was rejected"), ("404", "does not exist"), ("429", "retry after 7 s"), ("500", "server failed"),
+    ("cut", "cut after"), ("garbage", "Malformed JSON"), ("no-stream", "cannot stream"),
+])
+def test_cli_fault_matrix_keeps_the_good_round(fake_api, tmp_path, fault, needle):
+    fake_api.fault, fake_api.fault_after = fault, 2  # the warm-up and round 1 succeed
+    out = tmp_path / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url, "--model", "ok",
+                           "--only", "output", "--lengths", "2,4,6", "--json", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    rounds = json.loads(out.read_text())["rounds"]
+    assert len(rounds) == 2 and rounds[0]["error"] == "" and needle in rounds[1]["error"]
+    assert needle in proc.stdout
+
+
+def test_cli_refuses_rounds_that_do_not_fit_the_context(local_server):
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "llama", "--url", local_server.url, "--only", "cache",
+                           "--rounds", "200"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "200 rounds do not fit in a 4,096-token context" in proc.stderr

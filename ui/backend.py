@@ -19,6 +19,7 @@ from core.connect import Connection, connect_api, connect_llama
 from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError, LocalServer
 from core.hosting import HostedSettings, check_base_url, load_settings
+from core.experiments import cache_doc_budget
 from core.prompts import FittedDocument, fit_document
 
 EMBEDDED, LLAMA_URL, API = "embedded", "llama_url", "api"
@@ -221,16 +222,17 @@ def open_connection(choice: BackendChoice) -> Connection:
     return connect_llama(choice.url)
 
 
-def fit_for_backend(document: str, doc_id: str, budget: int) -> FittedDocument | str:
-    """The document cut to ``budget`` tokens of the current backend (cached per session), or why not."""
+def fit_for_backend(document: str, doc_id: str, budget: int, rounds: int) -> FittedDocument | str:
+    """The document cut to ``budget`` tokens of the current backend, leaving room in its context for
+    ``rounds`` rounds (cached per session), or why it cannot be."""
     cache = st.session_state.setdefault("fitted_documents", {})
     try:
         choice = current_choice()
-        key = (doc_id, budget, choice.kind, choice.url)
+        key = (doc_id, budget, rounds, choice.kind, choice.url)
         if key not in cache:
             conn = open_connection(choice)
             try:
-                cache[key] = fit_document(document, budget, conn.counter)
+                cache[key] = fit_document(document, cache_doc_budget(budget, conn.context, rounds), conn.counter)
             finally:
                 conn.backend.close()
     except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:

@@ -55,7 +55,12 @@ def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFact
     except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
         st.error(f"{t('common.backend_error')} {exc}")
         return None
-    source = make_source(conn)
+    try:
+        source = make_source(conn)
+    except ValueError as exc:  # a document or settings that cannot run (DocumentError, Refused)
+        conn.backend.close()
+        st.error(str(exc))
+        return None
 
     def rows(cancel: Any, on_progress: Any):
         try:

@@ -110,7 +110,9 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
     billing_section(name, analysis)
 
 
+@st.fragment
 def billing_section(name: str, analysis: doctor.Analysis) -> None:
+    """Its own fragment: editing a price reruns this section only, not the analysis above."""
     st.subheader(t("doctor.provider"))
     rule_name = st.selectbox(t("doctor.provider_rule"), list(BILLING_RULES), key=f"doctor_rule_{name}")
     base = BILLING_RULES[rule_name]

@@ -17,7 +17,7 @@ import streamlit as st
 from core.backends import PRESETS
 from core.connect import Connection, connect_api, connect_llama
 from core.content import LANGUAGES, Texts, load
-from core.engine import EngineError, LocalServer
+from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.hosting import HostedSettings, check_base_url, load_settings
 from core.experiments import cache_doc_budget
 from core.prompts import FittedDocument, fit_document
@@ -52,10 +52,20 @@ def texts() -> Texts:
     return Texts(st.session_state.get("lang", "en"))
 
 
-@st.cache_resource(show_spinner=False, on_release=lambda server: server.stop())
+_started: list[bool] = []  # set once the cached server exists; module state shared by all sessions
+
+
+def _release(server: LocalServer) -> None:
+    server.stop()
+    _started.clear()
+
+
+@st.cache_resource(show_spinner=False, on_release=_release)
 def embedded_server() -> LocalServer:
     """The one embedded llama-server of this Streamlit process."""
-    return LocalServer().start()
+    server = LocalServer().start()
+    _started.append(True)
+    return server
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -145,10 +155,27 @@ def _show_props(t: Texts, info: dict[str, str]) -> None:
                f"{t('sidebar.status_ctx')}: {info.get('n_ctx', '?')}  \n{t('sidebar.status_build')}: {info.get('server_build', '?')}")
 
 
+def _start_embedded(t: Texts) -> LocalServer:
+    """The embedded server; its first start is shown step by step in an ``st.status`` box."""
+    if embedded_server_started():
+        return embedded_server()
+    with st.status(t("sidebar.starting"), expanded=True) as status:
+        st.write(f"{t('sidebar.binary')}: `{find_server_binary().name}`")
+        st.write(f"{t('sidebar.status_model')}: `{find_model().name}`")
+        server = embedded_server()
+        st.write(f"{t('sidebar.listening')} {server.url}")
+        status.update(label=t("sidebar.healthy"), state="complete", expanded=False)
+    return server
+
+
+def embedded_server_started() -> bool:
+    """Whether this Streamlit process already holds the embedded server (without starting it)."""
+    return bool(_started)
+
+
 def _embedded_status(t: Texts) -> None:
     try:
-        with st.spinner(t("sidebar.starting")):
-            server = embedded_server()
+        server = _start_embedded(t)
     except EngineError as exc:
         st.error(str(exc).split("\n", 1)[0])
         st.code(str(exc), language=None)

@@ -2,9 +2,10 @@
 
 A run's requests go out from a worker thread (`core.runner.BackgroundRun`); this script thread
 only polls it and redraws. While the page watches, the worker waits for each redraw to finish
-before its next request, so drawing never overlaps a timed request (see BENCHMARKS.md). Each redraw is an ``st.*`` call, so a click on Stop (a rerun) lands
-within half a second; the rounds already measured live in the run object in session state and
-survive the rerun, a page switch, or a reconnect.
+before its next request, so drawing never overlaps a timed request (see BENCHMARKS.md). Each
+redraw is an ``st.*`` call, so a click on Stop (a rerun) lands within half a second; the rounds
+already measured live in the run object in session state and survive the rerun, a page switch,
+or a reconnect.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import streamlit as st
 
 from core.content import Texts
 from core.export import to_csv, to_json
-from core.results import RoundResult
 from core.hosting import Refused
+from core.results import RoundResult
 from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot, active_runs
 from core.samples import recorded_rows
 from ui.backend import current_choice, hosted, open_connection

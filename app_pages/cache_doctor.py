@@ -156,10 +156,10 @@ def draw(runs, t, key):
     """Measured against predicted, per transcript, redrawn after every replayed round."""
     rows = runs[0][1]
     for name, analysis in analyses.items():
-        mine = [r for r in rows if r.strategy == name]
+        mine, slot = [r for r in rows if r.strategy == name], st.empty()
         if mine:
             chart = doctor_chart([f.to_dict() for f in analysis.findings], t, mine)
-            st.altair_chart(chart, width="stretch", key=f"doctor-replay-{name}-{key}")
+            slot.altair_chart(chart, width="stretch", key=f"doctor-replay-{name}-{key}")
 
 
 planned = sum(len(item.rounds) for item in transcripts.values())

@@ -33,10 +33,14 @@ def draw(runs, t, key):
     per_1k = summary.ms_per_1k()
     b.metric(t("input.metric_per_1k"), f"{per_1k:,.0f} ms" if per_1k else "–")
     fit = summary.ttft_fit
-    c.metric(t("input.metric_intercept"), f"{fit.intercept:,.0f} ms" if fit else "–")
-    chart = input_chart(runs, t)
+    if fit is None:
+        c.metric(t("input.metric_intercept"), "–")
+    else:  # a negative intercept means time grows faster than linearly (attention over long prompts)
+        c.metric(t("input.metric_intercept"), f"{max(fit.intercept, 0):,.0f} ms",
+                 help=t("input.intercept_help", intercept=fit.intercept, r2=fit.r2))
+    chart, slot = input_chart(runs, t), st.empty()
     if chart is not None:
-        st.altair_chart(chart, width="stretch", key=f"input-chart-{key}")
+        slot.altair_chart(chart, width="stretch", key=f"input-chart-{key}")
     shown, values = input_verdict(rows)
     explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
 

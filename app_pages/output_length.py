@@ -34,8 +34,8 @@ def draw(runs, t, key):
     b.metric(t("output.metric_per_token"), f"{summary.ms_per_token:.1f} ms" if summary.ms_per_token else "–")
     c.metric(t("output.metric_ratio"), f"{ratio:.1f} : 1" if ratio else t("output.ratio_missing"))
     charts = output_charts(runs, t)
+    left, right = st.columns(2)
     if charts is not None:
-        left, right = st.columns(2)
         left.altair_chart(charts[0], width="stretch", key=f"output-total-{key}")
         right.altair_chart(charts[1], width="stretch", key=f"output-per-token-{key}")
     shown, values = output_verdict(rows)

@@ -54,21 +54,21 @@ def draw(runs, t, key):
     rows = runs[0][1]
     summaries = ex.summarize_cache(rows)
     ratios = ex.recomputed_ratio(summaries)
-    columns = st.columns(max(len(summaries) + len(ratios), 1))
-    for column, summary in zip(columns, summaries.values()):
-        value = f"{summary.recomputed_total:,}" if summary.recomputed_total is not None else "–"
-        column.metric(f"{t('cache.metric_recomputed')} · {t(f'strategy.{summary.strategy}')}", value)
-    for column, (name, ratio) in zip(columns[len(summaries):], ratios.items()):
-        column.metric(t("cache.metric_ratio", name=t(f"strategy.{name}")), f"{ratio:.1f}×")
-    tokens = cache_token_chart(runs, t)
+    metrics = [(f"{t('cache.metric_recomputed')} · {t(f'strategy.{s.strategy}')}",
+                f"{s.recomputed_total:,}" if s.recomputed_total is not None else "–") for s in summaries.values()]
+    metrics += [(t("cache.metric_ratio", name=t(f"strategy.{name}")), f"{ratio:.1f}×") for name, ratio in ratios.items()]
+    for row in range(2):  # a fixed grid (4 strategies + 3 ratios at most), so the layout never shifts
+        for column, (label, value) in zip(st.columns(4), metrics[row * 4:row * 4 + 4]):
+            column.metric(label, value)
+    st.markdown(f"**{t.rich('cache.chart_tokens')}**", unsafe_allow_html=True)
+    tokens, tokens_slot = cache_token_chart(runs, t), st.empty()
     if tokens is not None:
-        st.markdown(f"**{t.rich('cache.chart_tokens')}**", unsafe_allow_html=True)
-        st.altair_chart(tokens, key=f"cache-tokens-{key}")
+        tokens_slot.altair_chart(tokens, key=f"cache-tokens-{key}")
     elif rows:
-        st.info(t("cache.no_counts"))
-    ttft = cache_ttft_chart(runs, t)
+        tokens_slot.info(t("cache.no_counts"))
+    ttft, ttft_slot = cache_ttft_chart(runs, t), st.empty()
     if ttft is not None:
-        st.altair_chart(ttft, width="stretch", key=f"cache-ttft-{key}")
+        ttft_slot.altair_chart(ttft, width="stretch", key=f"cache-ttft-{key}")
     shown, values = cache_verdict(rows)
     if values:
         values = {**values, "other": t(f"strategy.{values['other']}")}

@@ -87,7 +87,7 @@ def column(page: Page, name: str) -> int:
 def open_cache_page(page: Page, app_url: str) -> None:
     page.goto(app_url + "/prefix_cache")
     idle(page)
-    expect(page.get_by_text("Healthy")).to_be_visible(timeout=60_000)
+    expect(page.get_by_test_id("stAlertContentSuccess").get_by_text("Healthy")).to_be_visible(timeout=60_000)
 
 
 def test_prefix_cache_live_rounds_with_uploaded_document(page: Page, app_url: str, tmp_path):

@@ -164,7 +164,7 @@ def _start_embedded(t: Texts) -> LocalServer:
         st.write(f"{t('sidebar.status_model')}: `{find_model().name}`")
         server = embedded_server()
         st.write(f"{t('sidebar.listening')} {server.url}")
-        status.update(label=t("sidebar.healthy"), state="complete", expanded=False)
+        status.update(label=t("sidebar.started"), state="complete", expanded=False)
     return server
 
 

@@ -151,6 +151,7 @@ def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> N
     compare: Runs = [(r.label, r.rows) for r in earlier if r.label in chosen]
     status_box, body = st.empty(), st.empty()
     shown_rows, shown_status = -1, ""
+    was_active = run.active
     run.watched = True
     try:
         while True:
@@ -159,8 +160,7 @@ def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> N
                 _status(t, run, snap)
             if (len(snap.rows), snap.status) != (shown_rows, shown_status):
                 shown_rows, shown_status = len(snap.rows), snap.status
-                body.empty()
-                with body.container():
+                with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
                     st.subheader(t("common.table"))
                     st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}")
@@ -172,6 +172,8 @@ def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> N
     finally:  # a rerun or a page switch ends this loop; the run then goes on without waiting for redraws
         run.watched = False
         run.drawn()
+    if was_active:
+        st.rerun()  # the run has ended: draw Run, Stop and the downloads for the finished run
     _downloads(t, run, snap)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from bench.common import save, spread, table
+from bench.common import finish, spread, table
 from core import experiments as ex
 from core.connect import connect_llama
 from core.engine import LocalServer
@@ -46,10 +46,8 @@ def main() -> dict:
     difference = rows[0][1]["median"] - rows[1][1]["median"]
     key = {"app_median_ms": rows[0][1]["median"], "cli_median_ms": rows[1][1]["median"],
            "app_minus_cli_ms": round(difference, 3), "goal_met": abs(difference) <= 1.0}
-    save("app_overhead", {"lengths": LENGTHS, "repeats": REPEATS, "rows": dict(rows), "key": key})
-    print(f"KEY: TTFT overhead through the app {difference:+.2f} ms vs the CLI (medians; goal: within 1 ms): "
-          f"{'met' if key['goal_met'] else 'NOT met'}")
-    return key
+    return finish("app_overhead", {"lengths": LENGTHS, "repeats": REPEATS, "rows": dict(rows)}, key,
+                  f"TTFT overhead through the app {difference:+.2f} ms vs the CLI (medians; goal: within 1 ms)")
 
 
 if __name__ == "__main__":

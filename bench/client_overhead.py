@@ -9,7 +9,7 @@ import statistics
 import time
 import urllib.request
 
-from bench.common import save, spread, table
+from bench.common import finish, spread, table
 from core.backends import ChatRequest, LlamaServerBackend
 from core.engine import LocalServer
 from core.prompts import default_document, nonce
@@ -75,11 +75,9 @@ def main() -> dict:
            "minimal_median_ttft_overhead_ms": overhead["minimal urllib: TTFT - server prefill"]["median"],
            "project_minus_minimal_ms": round(difference, 3),
            "goal_met": difference <= 1.0 and overhead["project: TTFT - server prefill"]["median"] < 5.0}
-    save("client_overhead", {"requests_per_client": REQUESTS, "rows": dict(rows), "key": key})
-    print(f"KEY: project TTFT overhead {key['project_median_ttft_overhead_ms']:.2f} ms median, "
-          f"{difference:+.2f} ms vs a minimal urllib client (goal: <= +1 ms and < 5 ms): "
-          f"{'met' if key['goal_met'] else 'NOT met'}")
-    return key
+    return finish("client_overhead", {"requests_per_client": REQUESTS, "rows": dict(rows)}, key,
+                  f"project TTFT overhead {key['project_median_ttft_overhead_ms']:.2f} ms median, "
+                  f"{difference:+.2f} ms vs a minimal urllib client (goal: <= +1 ms and < 5 ms)")
 
 
 if __name__ == "__main__":

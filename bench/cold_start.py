@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import save, spread, table
+from bench.common import finish, spread, table
 from core.engine import LocalServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,9 +67,7 @@ def main() -> dict:
         rows.append(("make run to first page showing Healthy", spread([s[1] for s in starts])))
     print(table(rows, "s"))
     key = {name: stats["median"] for name, stats in rows}
-    save("cold_start", {"rows": dict(rows), "key": key})
-    print("KEY: " + "; ".join(f"{name}: {value:.2f} s" for name, value in key.items()))
-    return key
+    return finish("cold_start", {"rows": dict(rows)}, key, "; ".join(f"{name}: {value:.2f} s" for name, value in key.items()))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,14 @@ def table(rows: list[tuple[str, dict[str, float]]], unit: str) -> str:
     return "\n".join(lines)
 
 
+def finish(name: str, data: dict[str, Any], key: dict[str, Any], line: str) -> dict[str, Any]:
+    """Save the results with their key figure and print the last line every benchmark ends with."""
+    save(name, {**data, "key": key})
+    verdict = "" if "goal_met" not in key else f": {'met' if key['goal_met'] else 'NOT met'}"
+    print(f"KEY: {line}{verdict}")
+    return key
+
+
 def save(name: str, data: dict[str, Any]) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from bench.common import save, spread, table
+from bench.common import finish, spread, table
 from core import doctor
 from core.prompts import EstimatingTokenCounter, default_document
 
@@ -33,10 +33,9 @@ def main() -> dict:
     rows = [("analyse 100 x 200k chars", spread(seconds))]
     print(table(rows, "s"))
     key = {"median_s": rows[0][1]["median"], "breaks_found": breaks, "goal_met": rows[0][1]["median"] < 1.0}
-    save("doctor_scale", {"rounds": ROUNDS, "chars_per_round": CHARS, "rows": dict(rows), "key": key})
-    print(f"KEY: {ROUNDS} rounds x {CHARS:,} chars analysed in {key['median_s']:.3f} s median "
-          f"({breaks} breaks found; goal < 1 s): {'met' if key['goal_met'] else 'NOT met'}")
-    return key
+    return finish("doctor_scale", {"rounds": ROUNDS, "chars_per_round": CHARS, "rows": dict(rows)}, key,
+                  f"{ROUNDS} rounds x {CHARS:,} chars analysed in {key['median_s']:.3f} s median "
+                  f"({breaks} breaks found; goal < 1 s)")
 
 
 if __name__ == "__main__":

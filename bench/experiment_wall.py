@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from bench.common import save
+from bench.common import finish
 from core import experiments as ex
 from core.connect import connect_llama
 from core.engine import LocalServer
@@ -55,9 +55,8 @@ def main() -> dict:
     share = (total_wall - total_server) / total_wall
     key = {"total_wall_ms": total_wall, "total_server_ms": total_server, "project_share": round(share, 4),
            "goal_met": share < 0.05}
-    save("experiment_wall", {"experiments": results, "cache_rounds": [r.to_dict() for r in cache_rows], "key": key})
-    print(f"KEY: project's own share of the wall time {share:.1%} (goal < 5%): {'met' if key['goal_met'] else 'NOT met'}")
-    return key
+    return finish("experiment_wall", {"experiments": results, "cache_rounds": [r.to_dict() for r in cache_rows]}, key,
+                  f"project's own share of the wall time {share:.1%} (goal < 5%)")
 
 
 if __name__ == "__main__":

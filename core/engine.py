@@ -43,14 +43,22 @@ class EngineError(RuntimeError):
     """The local engine cannot be found or started; the message says what to do."""
 
 
+def _from_environment(variable: str) -> Path | None:
+    """The file an environment variable names, None when unset; an error when it is missing."""
+    explicit = os.environ.get(variable)
+    if not explicit:
+        return None
+    path = Path(explicit)
+    if not path.is_file():
+        raise EngineError(f"{variable} points to {path}, which does not exist.")
+    return path
+
+
 def find_server_binary() -> Path:
     """The llama-server to run (see the module docstring for the order)."""
-    explicit = os.environ.get("LLAMA_SERVER_BIN")
+    explicit = _from_environment("LLAMA_SERVER_BIN")
     if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            raise EngineError(f"LLAMA_SERVER_BIN points to {path}, which does not exist.")
-        return path
+        return explicit
     on_path = shutil.which("llama-server")
     if on_path:
         return Path(on_path)
@@ -77,12 +85,9 @@ _verified: dict[tuple[str, int, float], bool] = {}
 
 def find_model() -> Path:
     """The GGUF to load (see the module docstring for the order)."""
-    explicit = os.environ.get("LLAMA_MODEL")
+    explicit = _from_environment("LLAMA_MODEL")
     if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            raise EngineError(f"LLAMA_MODEL points to {path}, which does not exist.")
-        return path
+        return explicit
     try:
         dist = importlib.metadata.distribution(MODEL_PACKAGE)
     except importlib.metadata.PackageNotFoundError:

@@ -11,7 +11,9 @@ import time
 
 from core import experiments as ex
 from core.connect import connect_llama
-from core.engine import LocalServer, find_model, find_server_binary
+import pytest
+
+from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.prompts import ServerTokenCounter, default_document, fit_document
 
 SMALL_DOC_TOKENS = 600
@@ -20,6 +22,24 @@ SMALL_DOC_TOKENS = 600
 def test_engine_finds_the_embedded_binary_and_verified_model():
     assert find_server_binary().name == "llama-server"
     assert find_model().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_environment_overrides_and_their_errors(monkeypatch, tmp_path):
+    binary = find_server_binary()
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(binary))
+    monkeypatch.setenv("LLAMA_MODEL", str(find_model()))
+    assert find_server_binary() == binary and find_model().name.endswith(".gguf")
+    monkeypatch.setenv("LLAMA_MODEL", str(tmp_path / "missing.gguf"))
+    with pytest.raises(EngineError, match="LLAMA_MODEL points to .*missing.gguf, which does not exist"):
+        find_model()
+
+
+def test_a_model_that_fails_to_load_reports_the_log_tail(monkeypatch, tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF but not really a model")
+    with pytest.raises(EngineError, match="exited with code") as caught:
+        LocalServer(model=bad, log_dir=tmp_path, startup_timeout=60).start()
+    assert "broken.gguf" in str(caught.value)
 
 
 def test_props_and_exact_token_counts(local):

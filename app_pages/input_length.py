@@ -15,8 +15,8 @@ st.markdown(t.rich("input.idea"), unsafe_allow_html=True)
 
 with st.expander(t("common.settings"), expanded=True):
     sizes = st.multiselect(t("input.sizes"), [128, 256, 512, 1024, 2048, 4096, 6144, 8192, 16384, 32768, 65536],
-                           default=list(ex.DEFAULT_INPUT_SIZES), key="input_sizes", help=t("input.sizes_help"))
-    repeats = st.number_input(t("common.repeats"), 1, 5, 1, key="input_repeats")
+                           key="input_sizes", help=t("input.sizes_help"))
+    repeats = st.number_input(t("common.repeats"), 1, 5, key="input_repeats")
 
 
 def make_source(conn):

@@ -14,9 +14,8 @@ st.title(t("output.title"))
 st.markdown(t.rich("output.idea"), unsafe_allow_html=True)
 
 with st.expander(t("common.settings"), expanded=True):
-    lengths = st.multiselect(t("output.lengths"), [8, 16, 32, 64, 128, 256, 512, 1024],
-                             default=list(ex.DEFAULT_OUTPUT_LENGTHS), key="output_lengths")
-    repeats = st.number_input(t("common.repeats"), 1, 5, 1, key="output_repeats")
+    lengths = st.multiselect(t("output.lengths"), [8, 16, 32, 64, 128, 256, 512, 1024], key="output_lengths")
+    repeats = st.number_input(t("common.repeats"), 1, 5, key="output_repeats")
 
 
 def make_source(conn):

@@ -18,10 +18,10 @@ st.markdown(t.rich("cache.idea"), unsafe_allow_html=True)
 
 with st.expander(t("common.settings"), expanded=True):
     left, right = st.columns(2)
-    rounds = left.number_input(t("cache.rounds"), 1, 30, ex.DEFAULT_ROUNDS, key="cache_rounds")
-    doc_tokens = left.number_input(t("cache.doc_tokens"), 100, 200_000, ex.DEFAULT_CACHE_DOC_TOKENS, step=500, key="cache_doc_tokens")
-    strategies = right.multiselect(t("cache.strategies"), list(STRATEGIES), default=list(ex.DEFAULT_STRATEGIES),
-                                   key="cache_strategies", format_func=lambda s: t(f"strategy.{s}"))
+    rounds = left.number_input(t("cache.rounds"), 1, 30, key="cache_rounds")
+    doc_tokens = left.number_input(t("cache.doc_tokens"), 100, 200_000, step=500, key="cache_doc_tokens")
+    strategies = right.multiselect(t("cache.strategies"), list(STRATEGIES), key="cache_strategies",
+                                   format_func=lambda s: t(f"strategy.{s}"))
     upload = st.file_uploader(t("cache.upload"), type=None, key="cache_upload", help=t("cache.upload_help"))
 
 document, doc_name = default_document(), "default"

@@ -19,6 +19,7 @@ from core.connect import Connection, connect_api, connect_llama
 from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.hosting import HostedSettings, check_base_url, load_settings
+from core import experiments as ex
 from core.experiments import cache_doc_budget
 from core.prompts import FittedDocument, fit_document
 
@@ -28,6 +29,11 @@ DEFAULT_PRESET = "AI Builder Space"
 # widget keys kept across pages and across backend switches
 PERSISTENT = {"lang": "en", "backend_kind": EMBEDDED, "llama_url": "http://127.0.0.1:8080", "preset": DEFAULT_PRESET,
               "base_url": PRESETS[DEFAULT_PRESET].base_url, "model": PRESETS[DEFAULT_PRESET].model}
+# the experiment pages' settings: given their defaults here, not in the widgets, so they also survive page switches
+PERSISTENT.update({"input_sizes": list(ex.DEFAULT_INPUT_SIZES), "input_repeats": 1,
+                   "output_lengths": list(ex.DEFAULT_OUTPUT_LENGTHS), "output_repeats": 1,
+                   "cache_rounds": ex.DEFAULT_ROUNDS, "cache_doc_tokens": ex.DEFAULT_CACHE_DOC_TOKENS,
+                   "cache_strategies": list(ex.DEFAULT_STRATEGIES)})
 SESSION_KEY = "session_api_key"  # the visitor's key: plain session state, never a widget value sent back
 
 

@@ -41,7 +41,9 @@ if isinstance(fitted, str):
     st.error(f"{t('common.backend_error')} {fitted}")
     fitted = None
 else:
-    st.caption(t("cache.doc_tokens_note", note=fitted.note()))
+    approx = "" if fitted.exact else "~"
+    st.caption(t("cache.doc_cut" if fitted.truncated else "cache.doc_whole", tokens=f"{approx}{fitted.tokens:,}",
+                 original=f"{approx}{fitted.original_tokens:,}"))
 
 
 def make_source(conn):

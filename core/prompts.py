@@ -107,12 +107,6 @@ class FittedDocument:
     def truncated(self) -> bool:
         return self.tokens < self.original_tokens
 
-    def note(self) -> str:
-        approx = "" if self.exact else "about "
-        if self.truncated:
-            return f"Cut to the first {approx}{self.tokens:,} of {self.original_tokens:,} tokens to fit the budget."
-        return f"{approx}{self.tokens:,} tokens, used whole."
-
 
 def fit_document(text: str, budget_tokens: int, counter: TokenCounter) -> FittedDocument:
     """Cut ``text`` to at most ``budget_tokens`` tokens (at a token boundary when counts are exact)."""

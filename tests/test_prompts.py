@@ -35,9 +35,9 @@ def test_fit_document_truncates_with_a_note():
     counter = EstimatingTokenCounter(chars_per_token=4)
     fitted = fit_document("a" * 4000, 100, counter)
     assert fitted.truncated and fitted.tokens == 100 and len(fitted.text) == 400
-    assert "Cut to the first about 100 of 1,000" in fitted.note()
+    assert (fitted.original_tokens, fitted.exact) == (1000, False)
     whole = fit_document("abcd" * 10, 100, counter)
-    assert not whole.truncated and "used whole" in whole.note()
+    assert not whole.truncated and whole.tokens == whole.original_tokens == 10
 
 
 def test_estimator_learns_from_usage():

@@ -25,8 +25,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.prompts import (QUESTIONS, STRATEGIES, DocumentError, EstimatingTokenCounter, PromptParts, TokenCounter,
-                          read_document, round_messages)
+from core.prompts import (
+    QUESTIONS,
+    STRATEGIES,
+    DocumentError,
+    EstimatingTokenCounter,
+    PromptParts,
+    TokenCounter,
+    read_document,
+    round_messages,
+)
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
@@ -43,8 +51,6 @@ SYSTEM_PROMPT_CHANGED = "system_prompt_changed"
 END_OF_PROMPT = "end_of_prompt"
 OTHER = "other"
 NONE = "none"
-CAUSES = (TOOL_ORDER, JSON_KEY_ORDER, WHITESPACE, TIMESTAMP, RANDOM_ID, HISTORY_TRUNCATED, HISTORY_EDITED,
-          SYSTEM_PROMPT_CHANGED, END_OF_PROMPT, OTHER)
 
 _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]?\d{0,2}:?\d{0,2}:?\d{0,2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
@@ -298,7 +304,7 @@ def classify(prev: Round, cur: Round, span_prev: Span | None, span_cur: Span | N
     index = span_cur.message_index if span_cur else None
     prev_msgs, cur_msgs = prev.messages, cur.messages
     if index is not None and index < len(prev_msgs) and index < len(cur_msgs):
-        old_msg, new_msg = prev_msgs[index], cur_msgs[index]
+        old_msg = prev_msgs[index]
         # a message dropped or summarised: later old messages reappear further up in the new round
         later_old = {json.dumps(m, sort_keys=True) for m in prev_msgs[index + 1:]}
         new_dump = [json.dumps(m, sort_keys=True) for m in cur_msgs]

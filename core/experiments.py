@@ -14,18 +14,27 @@ import random
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
-from core.prompts import (QUESTIONS, STRATEGIES, DocumentError, EstimatingTokenCounter, PromptParts, TokenCounter, fit_document,
-                          input_length_messages, nonce, output_length_messages, round_messages)
+from core.prompts import (
+    QUESTIONS,
+    STRATEGIES,
+    DocumentError,
+    EstimatingTokenCounter,
+    PromptParts,
+    TokenCounter,
+    fit_document,
+    input_length_messages,
+    nonce,
+    output_length_messages,
+    round_messages,
+)
 from core.results import RequestResult, RoundResult
 from core.stats import LinearFit, linear_fit, median
 
 INPUT = "input_length"
 OUTPUT = "output_length"
 CACHE = "prefix_cache"
-EXPERIMENTS = (INPUT, OUTPUT, CACHE)
 
 DEFAULT_INPUT_SIZES = (256, 512, 1024, 2048, 4096)
 DEFAULT_OUTPUT_LENGTHS = (16, 32, 64, 128, 256)
@@ -234,7 +243,3 @@ def recomputed_ratio(summaries: dict[str, StrategySummary], base: str = "append_
     return {name: s.recomputed_total / anchor.recomputed_total
             for name, s in summaries.items() if s.recomputed_total is not None and name != base}
 
-
-def run_settings(backend: StreamingBackend, **settings: Any) -> dict[str, Any]:
-    """What an export records about a run: the backend (never its key) and the settings."""
-    return {**backend.describe(), **settings}

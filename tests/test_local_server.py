@@ -9,10 +9,10 @@ import sys
 import textwrap
 import time
 
-from core import experiments as ex
-from core.connect import connect_llama
 import pytest
 
+from core import experiments as ex
+from core.connect import connect_llama
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.prompts import ServerTokenCounter, default_document, fit_document
 

@@ -6,8 +6,17 @@ import random
 
 import pytest
 
-from core.prompts import (STRATEGIES, DocumentError, EstimatingTokenCounter, PromptParts, default_document,
-                          fit_document, input_length_messages, read_document, round_messages)
+from core.prompts import (
+    STRATEGIES,
+    DocumentError,
+    EstimatingTokenCounter,
+    PromptParts,
+    default_document,
+    fit_document,
+    input_length_messages,
+    read_document,
+    round_messages,
+)
 from core.stats import linear_fit, median
 
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import httpx
 import streamlit as st
 
+from core import experiments as ex
 from core.backends import PRESETS
 from core.connect import Connection, connect_api, connect_llama
 from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
-from core.hosting import HostedSettings, check_base_url, load_settings
-from core import experiments as ex
 from core.experiments import cache_doc_budget
+from core.hosting import HostedSettings, check_base_url, load_settings
 from core.prompts import FittedDocument, fit_document
 
 EMBEDDED, LLAMA_URL, API = "embedded", "llama_url", "api"

@@ -78,11 +78,6 @@ class LlamaServerBackend(OpenAICompatBackend):
         """The prompt text the model sees for ``messages``, rendered with the server's chat template."""
         return self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"]
 
-    def count_prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
-        """Exact prompt tokens for ``messages`` (template applied, special tokens parsed)."""
-        rendered = self.apply_template(messages)
-        return len(self._get_json("POST", "/tokenize", json={"content": rendered, "add_special": True, "parse_special": True})["tokens"])
-
 
 def read_timings(timings: dict[str, Any], result: RequestResult) -> None:
     """Copy llama-server's ``timings`` into a result (they override usage-derived numbers)."""

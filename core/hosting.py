@@ -54,17 +54,14 @@ class HostedSettings:
     max_tokens_per_run: int | None = None
     max_concurrent_runs: int | None = None
 
-    def check_run(self, planned_rounds: int, planned_tokens: int, active_runs: int) -> None:
-        """Raise `Refused` when a run would go over a budget."""
+    def check_run(self, planned_rounds: int, planned_tokens: int) -> None:
+        """Raise `Refused` when a run would go over its budget (concurrency: `BackgroundRun.start`)."""
         if self.max_rounds is not None and planned_rounds > self.max_rounds:
             raise Refused(f"This run has {planned_rounds} requests; this demo allows {self.max_rounds} per run. "
                           "Choose fewer rounds, sizes or strategies.")
         if self.max_tokens_per_run is not None and planned_tokens > self.max_tokens_per_run:
             raise Refused(f"This run would send about {planned_tokens:,} tokens; this demo allows "
                           f"{self.max_tokens_per_run:,} per run. Use a smaller document or fewer rounds.")
-        if self.max_concurrent_runs is not None and active_runs >= self.max_concurrent_runs:
-            raise Refused(f"{active_runs} runs are in progress on this demo, the most it allows at once. "
-                          "Try again in a minute.")
 
 
 def load_settings(get: Getter) -> HostedSettings:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.hosting import Refused
 from core.results import RoundResult
 
 RowSource = Callable[[threading.Event, Callable[[dict[str, Any]], None]], Iterator[RoundResult]]
@@ -86,8 +87,6 @@ class BackgroundRun:
 
     def _work(self) -> None:
         lock = server_lock(self.lock_key) if self.lock_key else None
-        with _locks_guard:
-            _active.add(self.run_id)
         try:
             if lock is not None:
                 while not lock.acquire(timeout=0.2):
@@ -127,7 +126,13 @@ class BackgroundRun:
         return run
 
     # -- UI side -------------------------------------------------------------------------------
-    def start(self) -> "BackgroundRun":
+    def start(self, max_concurrent: int | None = None) -> "BackgroundRun":
+        """Start the worker; with ``max_concurrent``, refuse when that many runs are already going."""
+        with _locks_guard:
+            if max_concurrent is not None and len(_active) >= max_concurrent:
+                raise Refused(f"{len(_active)} runs are in progress on this demo, the most it allows at once. "
+                              "Try again in a minute.")
+            _active.add(self.run_id)
         self._thread.start()
         return self
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 
 import pytest
 
 from core.engine import LocalServer
 from core.hosting import HostedSettings, Refused, check_base_url, load_settings
+from core.runner import BackgroundRun, active_runs
 from tests.test_app import KEY, app, rendered
 
 PUBLIC = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
@@ -52,14 +54,28 @@ def test_settings_from_environment_names():
 
 
 def test_budgets():
-    settings = HostedSettings(hosted=True, max_rounds=4, max_tokens_per_run=1000, max_concurrent_runs=2)
-    settings.check_run(4, 1000, 1)
+    settings = HostedSettings(hosted=True, max_rounds=4, max_tokens_per_run=1000)
+    settings.check_run(4, 1000)
     with pytest.raises(Refused, match="allows 4 per run"):
-        settings.check_run(5, 10, 0)
+        settings.check_run(5, 10)
     with pytest.raises(Refused, match="allows 1,000 per run"):
-        settings.check_run(1, 1001, 0)
-    with pytest.raises(Refused, match="2 runs are in progress"):
-        settings.check_run(1, 10, 2)
+        settings.check_run(1, 1001)
+
+
+def test_concurrent_runs_are_limited_atomically():
+    release = threading.Event()
+
+    def slow_rows(cancel, progress):
+        release.wait(10)
+        yield from ()
+
+    first = BackgroundRun("x", {}, slow_rows).start(max_concurrent=1 + active_runs())
+    try:
+        with pytest.raises(Refused, match="runs are in progress"):
+            BackgroundRun("x", {}, slow_rows).start(max_concurrent=active_runs())
+    finally:
+        release.set()
+        first.join(5)
 
 
 def hosted_app(fake_api=None, **secrets):

@@ -22,7 +22,7 @@ from core.content import Texts
 from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.results import RoundResult
-from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot, active_runs
+from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot
 from core.samples import recorded_rows
 from ui.backend import current_choice, hosted, open_connection
 from ui.charts import Runs
@@ -46,7 +46,7 @@ def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFact
         st.warning(t("common.nothing_to_run"))
         return None
     try:
-        hosted().check_run(planned, planned_tokens, active_runs())
+        hosted().check_run(planned, planned_tokens)
     except Refused as exc:
         st.error(str(exc), icon=":material/block:")
         return None
@@ -73,7 +73,13 @@ def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFact
               time=datetime.now().strftime("%H:%M:%S"))
     run = BackgroundRun(experiment, {**conn.describe(), **settings}, rows, lock_key=choice.lock_key(),
                         planned_rounds=planned, label=label)
-    history(experiment).append(run.start())
+    try:
+        run.start(hosted().max_concurrent_runs)
+    except Refused as exc:
+        conn.backend.close()
+        st.error(str(exc), icon=":material/block:")
+        return None
+    history(experiment).append(run)
     return run
 
 

@@ -7,6 +7,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
+
 from core.backends import LlamaServerBackend, OpenAICompatBackend, StreamingBackend
 from core.engine import DEFAULT_CONTEXT, LocalServer
 from core.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
@@ -48,6 +50,6 @@ def connect_local_or_llama(backend: str, url: str | None, stack: ExitStack, cont
     return conn
 
 
-def connect_api(base_url: str, model: str, api_key: str | None) -> Connection:
+def connect_api(base_url: str, model: str, api_key: str | None, transport: httpx.BaseTransport | None = None) -> Connection:
     """An OpenAI-compatible API; token counts are estimated until the first usage arrives."""
-    return Connection(OpenAICompatBackend(base_url, model, api_key), EstimatingTokenCounter())
+    return Connection(OpenAICompatBackend(base_url, model, api_key, transport=transport), EstimatingTokenCounter())

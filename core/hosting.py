@@ -22,7 +22,11 @@ import ipaddress
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
+
+import httpcore
+import httpx
 
 from core.backends.presets import PRESETS
 
@@ -80,6 +84,43 @@ def load_settings(get: Getter) -> HostedSettings:
     )
 
 
+def _check_address(host: str, address_text: str, settings: HostedSettings) -> None:
+    address = ipaddress.ip_address(address_text.split("%", 1)[0])
+    if address.is_loopback and settings.allow_loopback:
+        return
+    if not address.is_global or address.is_multicast:
+        raise Refused(f"{host} resolves to {address}, a loopback, private or link-local address; "
+                      "this demo only calls public APIs.")
+
+
+class GuardedNetworkBackend(httpcore.SyncBackend):
+    """Resolves each connection itself, checks every address, then connects to a checked one.
+
+    This closes the window between `check_base_url` and the request (DNS rebinding): httpx never
+    resolves the host on its own. TLS still verifies the original host name.
+    """
+
+    def __init__(self, settings: HostedSettings) -> None:
+        self.settings = settings
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            for info in infos:
+                _check_address(host, info[4][0], self.settings)
+        except (OSError, Refused) as exc:
+            raise httpcore.ConnectError(str(exc)) from None
+        return super().connect_tcp(infos[0][4][0], port, timeout, local_address, socket_options)
+
+
+def guarded_transport(settings: HostedSettings) -> httpx.HTTPTransport:
+    """An httpx transport whose every connection goes through `GuardedNetworkBackend`."""
+    transport = httpx.HTTPTransport()
+    transport._pool._network_backend = GuardedNetworkBackend(settings)  # httpx exposes no public hook
+    return transport
+
+
 def check_base_url(url: str, settings: HostedSettings,
                    resolve: Callable[..., list] = socket.getaddrinfo) -> None:
     """In hosted mode, allow only listed base URLs whose host resolves to public addresses."""
@@ -97,9 +138,4 @@ def check_base_url(url: str, settings: HostedSettings,
     except (socket.gaierror, UnicodeError) as exc:
         raise Refused(f"Cannot resolve {parts.hostname}: {exc}") from None
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
-        if address.is_loopback and settings.allow_loopback:
-            continue
-        if not address.is_global or address.is_multicast:
-            raise Refused(f"{parts.hostname} resolves to {address}, a loopback, private or link-local address; "
-                          "this demo only calls public APIs.")
+        _check_address(parts.hostname, info[4][0], settings)

@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from core.engine import LocalServer
-from core.hosting import HostedSettings, Refused, check_base_url, load_settings
+from core.backends import ChatRequest, OpenAICompatBackend
+from core.hosting import HostedSettings, Refused, check_base_url, guarded_transport, load_settings
 from core.runner import BackgroundRun, active_runs
 from tests.test_app import KEY, app, rendered
 
@@ -33,6 +34,17 @@ def test_allowed_public_url_passes():
 def test_private_loopback_and_link_local_are_refused(address):
     with pytest.raises(Refused, match="loopback, private or link-local"):
         check_base_url("https://api.example.com/v1", HOSTED, resolve=resolver(address))
+
+
+def test_every_connection_is_checked_again_when_it_is_made(fake_api):
+    """DNS rebinding: a host that passed the check but now resolves to loopback is still refused."""
+    strict = HostedSettings(hosted=True, allowed_base_urls=(fake_api.base_url,))
+    with OpenAICompatBackend(fake_api.base_url, "ok", transport=guarded_transport(strict)) as backend:
+        result = backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}]))
+    assert not result.success and "loopback, private or link-local" in result.error and fake_api.requests == []
+    loopback_ok = HostedSettings(hosted=True, allowed_base_urls=(fake_api.base_url,), allow_loopback=True)
+    with OpenAICompatBackend(fake_api.base_url, "ok", transport=guarded_transport(loopback_ok)) as backend:
+        assert backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}])).success
 
 
 def test_url_not_in_the_allow_list_is_refused():

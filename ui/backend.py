@@ -20,7 +20,7 @@ from core.connect import Connection, connect_api, connect_llama
 from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.experiments import cache_doc_budget
-from core.hosting import HostedSettings, check_base_url, load_settings
+from core.hosting import HostedSettings, check_base_url, guarded_transport, load_settings
 from core.prompts import FittedDocument, fit_document
 
 EMBEDDED, LLAMA_URL, API = "embedded", "llama_url", "api"
@@ -250,8 +250,10 @@ def open_connection(choice: BackendChoice) -> Connection:
     if choice.kind == API:
         if not choice.url or not choice.model:
             raise ValueError("Set a base URL and a model in the sidebar.")
-        check_base_url(choice.url, hosted())
-        return connect_api(choice.url, choice.model, choice.api_key)
+        settings = hosted()
+        check_base_url(choice.url, settings)
+        transport = guarded_transport(settings) if settings.hosted else None
+        return connect_api(choice.url, choice.model, choice.api_key, transport)
     return connect_llama(choice.url)
 
 

@@ -95,9 +95,6 @@ class BackendChoice:
     def lock_key(self) -> str:
         return self.url
 
-    def label(self) -> str:
-        return self.model or self.url
-
 
 def _keep_widget_state(settings: HostedSettings) -> None:
     for key, default in PERSISTENT.items():
@@ -163,7 +160,7 @@ def _show_props(t: Texts, info: dict[str, str]) -> None:
 
 def _start_embedded(t: Texts) -> LocalServer:
     """The embedded server; its first start is shown step by step in an ``st.status`` box."""
-    if embedded_server_started():
+    if _started:
         return embedded_server()
     with st.status(t("sidebar.starting"), expanded=True) as status:
         st.write(f"{t('sidebar.binary')}: `{find_server_binary().name}`")
@@ -172,11 +169,6 @@ def _start_embedded(t: Texts) -> LocalServer:
         st.write(f"{t('sidebar.listening')} {server.url}")
         status.update(label=t("sidebar.started"), state="complete", expanded=False)
     return server
-
-
-def embedded_server_started() -> bool:
-    """Whether this Streamlit process already holds the embedded server (without starting it)."""
-    return bool(_started)
 
 
 def _embedded_status(t: Texts) -> None:

@@ -6,6 +6,7 @@ import pytest
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
+from core.export import to_csv, to_json
 from tests.conftest import ROOT
 
 PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
@@ -138,6 +139,9 @@ def test_typed_key_is_used_but_never_sent_back(fake_api):
     at.button(key="run_output_length").click().run()
     assert fake_api.requests[-1]["authorization"] == f"Bearer {KEY}"
     assert KEY not in rendered(at)
+    run = at.session_state["history"]["output_length"][-1]  # what the download buttons serve
+    exported = to_json(run.settings, run.rows) + to_csv(run.settings, run.rows)
+    assert KEY not in exported and '"api_key_set": true' in exported
 
 
 def test_key_never_reaches_the_page(fake_api):

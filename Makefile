@@ -26,7 +26,7 @@ browser:
 	@sh scripts/ensure-chromium.sh
 
 run: setup
-	$(BIN)/streamlit run streamlit_app.py --server.port $(PORT) --browser.gatherUsageStats false
+	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false
 
 test: setup-dev browser
 	$(BIN)/python -m pytest -q

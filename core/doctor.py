@@ -26,14 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from core.prompts import (
-    QUESTIONS,
-    STRATEGIES,
+    Conversation,
     DocumentError,
     EstimatingTokenCounter,
-    PromptParts,
     TokenCounter,
     read_document,
-    round_messages,
 )
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
@@ -472,13 +469,10 @@ def billing(analysis: Analysis, rule: BillingRule) -> list[dict[str, Any]]:
 # -- a single system prompt: what each strategy of experiment 3 would send -----------------------------
 def simulate(system_prompt: str, strategy: str, rounds: int = 6) -> Transcript:
     """The rounds experiment 3 would send with ``system_prompt`` as its document, with stand-in answers."""
-    import random
-
-    parts, rng, history, out = PromptParts(system_prompt), random.Random(0), [], []
+    conversation, out = Conversation(system_prompt, strategy), []
     for round_no in range(1, rounds + 1):
-        question = QUESTIONS[(round_no - 1) % len(QUESTIONS)]
-        out.append(Round(round_messages(STRATEGIES[strategy](parts, round_no, rng), history, question), None, strategy))
-        history.append((question, f"(answer {round_no})"))
+        out.append(Round(conversation.next_messages(), None, strategy))
+        conversation.answered(f"(answer {round_no})")
     return Transcript(out, [], "simulated")
 
 

@@ -10,24 +10,21 @@ server pays for model load and first-touch allocation on its first request.
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
 from core.prompts import (
-    QUESTIONS,
     STRATEGIES,
+    Conversation,
     DocumentError,
     EstimatingTokenCounter,
-    PromptParts,
     TokenCounter,
     fit_document,
     input_length_messages,
     nonce,
     output_length_messages,
-    round_messages,
 )
 from core.results import RequestResult, RoundResult
 from core.stats import LinearFit, linear_fit, median
@@ -139,22 +136,18 @@ def prefix_cache_rounds(backend: StreamingBackend, document: str, counter: Token
         warm_up(backend, cancel)
     text = fit_document(document, doc_tokens, counter).text
     for strategy in strategies:
-        parts = PromptParts(text)
-        build_system = STRATEGIES[strategy]
-        rng = random.Random(seed)
-        history: list[tuple[str, str]] = []
+        conversation = Conversation(text, strategy, seed)
         for round_no in range(1, rounds + 1):
             if _stopped(cancel):
                 return
-            question = QUESTIONS[(round_no - 1) % len(QUESTIONS)]
-            messages = round_messages(build_system(parts, round_no, rng), history, question)
-            result = backend.stream_chat(ChatRequest(messages, max_tokens=answer_tokens), on_progress=on_progress, cancel=cancel)
+            request = ChatRequest(conversation.next_messages(), max_tokens=answer_tokens)
+            result = backend.stream_chat(request, on_progress=on_progress, cancel=cancel)
             if _stopped(cancel):
                 return
             yield RoundResult.from_request(CACHE, round_no, result, strategy=strategy)
             if result.error:
                 return
-            history.append((question, result.text))
+            conversation.answered(result.text)
 
 
 # -- summaries ---------------------------------------------------------------------------------------

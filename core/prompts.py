@@ -221,6 +221,27 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
+class Conversation:
+    """Experiment 3's conversation under one strategy: `next_messages()`, then `answered()`."""
+
+    def __init__(self, document: str, strategy: str, seed: int = 0) -> None:
+        self.parts = PromptParts(document)
+        self.build_system = STRATEGIES[strategy]
+        self.rng = random.Random(seed)
+        self.history: list[tuple[str, str]] = []
+
+    @property
+    def question(self) -> str:
+        return QUESTIONS[len(self.history) % len(QUESTIONS)]
+
+    def next_messages(self) -> list[dict[str, str]]:
+        """The request for the next round: the strategy's system prompt, the history, a new question."""
+        return round_messages(self.build_system(self.parts, len(self.history) + 1, self.rng), self.history, self.question)
+
+    def answered(self, answer: str) -> None:
+        self.history.append((self.question, answer))
+
+
 def round_messages(system: str, history: list[tuple[str, str]], question: str) -> list[dict[str, str]]:
     """System prompt, then every earlier question and answer, then this round's question."""
     messages = [{"role": "system", "content": system}]

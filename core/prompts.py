@@ -10,6 +10,7 @@ prompt into the text sent in one round. Only what they put at the *start* matter
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable
@@ -29,6 +30,7 @@ class DocumentError(ValueError):
     """An upload that cannot be used as a document; the message says why."""
 
 
+@functools.cache
 def default_document() -> str:
     """Python's language-reference help topics, in a fixed order."""
     from pydoc_data.topics import topics

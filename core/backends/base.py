@@ -111,9 +111,10 @@ class StreamingBackend:
         """Send one streaming request and measure it. Never raises for a network or server fault."""
         result = RequestResult()
         url = f"{self.base_url}/chat/completions"
+        body = json.dumps(self.payload(request)).encode()  # encoded before the clock starts
         start = self.clock()
         try:
-            with self.client.stream("POST", url, json=self.payload(request)) as response:
+            with self.client.stream("POST", url, content=body, headers={"Content-Type": "application/json"}) as response:
                 if response.status_code >= 400:
                     response.read()
                     result.error = http_error_message(response, self.model)

@@ -1,6 +1,7 @@
 """The three experiments, each a generator that yields one `RoundResult` per request.
 
-A caller can redraw after every round and stop at any time (``cancel``) keeping what was measured.
+A caller can redraw after every round and stop at any time (``cancel``) keeping what was measured;
+the round in flight when the stop comes is dropped, not recorded half-measured.
 A round that fails is yielded with its ``error`` and ends the experiment: later rounds would fail
 the same way (a server that is down) or measure a broken conversation (experiment 3).
 

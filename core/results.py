@@ -54,6 +54,7 @@ class RoundResult:
     prefill_ms: float | None = None
     ttft_ms: float | None = None
     first_byte_ms: float | None = None
+    first_reasoning_ms: float | None = None  # reasoning models: thinking starts before the first visible token
     output_tokens: int | None = None
     decode_ms: float | None = None
     total_ms: float | None = None
@@ -86,6 +87,7 @@ class RoundResult:
             prefill_ms=None if result.server_prefill_ms is None else round(result.server_prefill_ms, 2),
             ttft_ms=ms(result.ttft_s),
             first_byte_ms=ms(result.first_byte_s),
+            first_reasoning_ms=ms(result.first_reasoning_s),
             output_tokens=result.completion_tokens,
             decode_ms=None if decode_ms is None else round(decode_ms, 2),
             total_ms=ms(result.end_s),

@@ -49,6 +49,8 @@ def test_quirks_are_measured_normally(fake_api, quirk):
     at.button(key="run_output_length").click().run()
     table = at.dataframe[0].value
     assert list(table["error"]) == ["", ""] and table["ttft_ms"].notna().all()
+    if quirk == "reasoning":  # thinking starts before the first visible token, and the table says when
+        assert (table["first_reasoning_ms"] < table["ttft_ms"]).all()
 
 
 def embedded_server_pid() -> int:

@@ -31,7 +31,7 @@ SourceFactory = Callable[[Any], RowSource]  # Connection -> RowSource
 DrawResults = Callable[[Runs, Texts, str], None]  # runs, texts, key suffix for unique element ids
 
 TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens", "prefill_ms",
-                 "ttft_ms", "output_tokens", "decode_ms", "total_ms", "ms_per_output_token", "error"]
+                 "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms", "total_ms", "ms_per_output_token", "error"]
 
 
 def history(experiment: str) -> list[BackgroundRun]:

@@ -28,10 +28,14 @@ class Connection:
 
 
 def connect_llama(url: str) -> Connection:
-    """A running llama-server; raises ``httpx.HTTPError`` when it does not answer ``/props``."""
+    """A running llama-server; raises ``httpx.HTTPError`` with a readable message when it does not
+    answer ``/props``."""
     backend = LlamaServerBackend(url)
     try:
         props = backend.props()
+    except httpx.ConnectError as exc:
+        backend.close()
+        raise httpx.ConnectError(f"Cannot reach a llama-server at {backend.origin}: is it running? ({exc})") from None
     except Exception:
         backend.close()
         raise

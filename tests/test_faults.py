@@ -14,7 +14,7 @@ import pytest
 
 from core import experiments as ex
 from core.backends import ChatRequest, OpenAICompatBackend
-from core.connect import connect_api
+from core.connect import connect_api, connect_llama
 from tests.fake_openai import SLOW_SECONDS
 
 REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)
@@ -131,3 +131,11 @@ def test_cli_refuses_rounds_that_do_not_fit_the_context(local_server):
     proc = subprocess.run([sys.executable, "-m", "core", "--backend", "llama", "--url", local_server.url, "--only", "cache",
                            "--rounds", "200"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "200 rounds do not fit in a 4,096-token context" in proc.stderr
+
+
+def test_llama_server_that_is_down_gets_a_readable_message():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(httpx.ConnectError, match=f"Cannot reach a llama-server at http://127.0.0.1:{port}: is it running"):
+        connect_llama(f"http://127.0.0.1:{port}/v1")

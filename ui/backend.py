@@ -79,6 +79,8 @@ def llama_status(url: str) -> dict[str, str]:
     """What a llama-server says about itself, or the error (cached for 10 s)."""
     try:
         conn = connect_llama(url)
+    except httpx.ConnectError as exc:
+        return {"error": str(exc)}
     except (httpx.HTTPError, KeyError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
     conn.backend.close()

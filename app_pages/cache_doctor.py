@@ -28,11 +28,17 @@ if not inputs and pasted.strip():
 if not inputs:
     st.info(t("doctor.empty"))
     st.stop()
-try:
-    transcript = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES)
-except doctor.TranscriptError as exc:
-    st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
-    st.stop()
+# parsed once per input and kept with its analyses, so a click elsewhere on the page does not redo them
+digest = hashlib.sha256(b"".join(data for _, data in inputs)).hexdigest()
+cached = st.session_state.get("doctor_input")
+if cached is None or cached["digest"] != digest:
+    try:
+        parsed = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES)
+    except doctor.TranscriptError as exc:
+        st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
+        st.stop()
+    cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
+transcript = cached["transcript"]
 for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
 if not transcript.rounds:
@@ -48,11 +54,10 @@ else:
 
 
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
-    """Analysis per input and backend, kept for the session (rendering with a server costs requests)."""
-    digest = hashlib.sha256(b"".join(data for _, data in inputs)).hexdigest()[:16]
-    cache = st.session_state.setdefault("doctor_analyses", {})
+    """Analysis per transcript and backend, kept with the input (rendering with a server costs requests)."""
+    cache = cached["analyses"]
     choice = current_choice() if use_server else None
-    key = (digest, name, choice.url if choice else None)
+    key = (name, choice.url if choice else None)
     if key not in cache:
         if choice is None:
             cache[key] = doctor.analyse(item, EstimatingTokenCounter())

@@ -9,7 +9,6 @@ keeps only one prompt's cache).
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -61,7 +60,6 @@ class BackgroundRun:
     planned_rounds: int = 0
     label: str = ""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    started_at: float = field(default_factory=time.time)
 
     def __post_init__(self) -> None:
         self.rows: list[RoundResult] = []

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from bench.common import finish, spread, table
 from core import experiments as ex
-from core.connect import connect_llama
+from core.connect import Target, open_connection
 from core.engine import LocalServer
 from core.results import RoundResult
 
@@ -38,7 +38,7 @@ def through_app(url: str) -> list[RoundResult]:
 def main() -> dict:
     with LocalServer() as server:
         app_rows = through_app(server.url)
-        conn = connect_llama(server.url)
+        conn = open_connection(Target("llama", server.url))
         cli_rows = list(ex.output_length_sweep(conn.backend, LENGTHS * REPEATS))
         conn.backend.close()
     rows = [("through the app's run loop", spread(overheads(app_rows))), ("core generator (CLI)", spread(overheads(cli_rows)))]

@@ -8,7 +8,7 @@ import time
 
 from bench.common import finish
 from core import experiments as ex
-from core.connect import connect_llama
+from core.connect import Target, open_connection
 from core.engine import LocalServer
 from core.prompts import default_document
 from core.results import RequestResult, RoundResult
@@ -24,7 +24,7 @@ def main() -> dict:
     document = default_document()
     results = {}
     with LocalServer() as server:
-        conn = connect_llama(server.url)
+        conn = open_connection(Target("llama", server.url))
         runs = {
             ex.INPUT: lambda: ex.input_length_sweep(conn.backend, document, conn.counter, warm=False),
             ex.OUTPUT: lambda: ex.output_length_sweep(conn.backend, warm=False),

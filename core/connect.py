@@ -1,4 +1,9 @@
-"""Open a backend for an experiment: the embedded engine, a llama-server at a URL, or an API."""
+"""Open a connection to a backend from the registry: ``with open_connection(target) as conn:``.
+
+A `Target` names a backend (`core.backends.BACKENDS`) and its address. For ``local`` the embedded
+engine must already run (`engine_target` starts it for a command-line run; the app keeps one per
+process); `open_connection` never starts a process.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +14,50 @@ from typing import Any
 
 import httpx
 
-from core.backends import LlamaServerBackend, OpenAICompatBackend, StreamingBackend
+from core.backends import BACKENDS, LlamaServerBackend, StreamingBackend
 from core.engine import DEFAULT_CONTEXT, LocalServer
 from core.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a run's requests go: a backend name from `BACKENDS` and its address (never printed with its key)."""
+
+    backend: str
+    url: str = ""
+    model: str = ""
+    api_key: str | None = field(default=None, repr=False)
+
+    def lock_key(self) -> str:
+        """Runs against one server are serialised on this key (see `core.runner.server_lock`)."""
+        return self.url
+
+
 @dataclass
 class Connection:
-    """A backend with its token counter and what the server says about itself."""
+    """A backend client with its token counter and what the server says about itself. Close it (or use ``with``)."""
 
+    name: str  # the registry name of the backend
     backend: StreamingBackend
     counter: TokenCounter
     context: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        return {**self.backend.describe(), **self.info}
+        """Settings safe to export: never the key."""
+        return {**self.backend.describe(), "backend": self.name, **self.info}
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def connect_llama(url: str) -> Connection:
-    """A running llama-server; raises ``httpx.HTTPError`` with a readable message when it does not
-    answer ``/props``."""
+def _connect_llama_server(name: str, url: str) -> Connection:
     backend = LlamaServerBackend(url)
     try:
         props = backend.props()
@@ -41,19 +69,28 @@ def connect_llama(url: str) -> Connection:
         raise
     backend.model = props["model_path"].rsplit("/", 1)[-1]
     info = {"model": backend.model, "n_ctx": props["n_ctx"], "server_build": props["build"]}
-    return Connection(backend, ServerTokenCounter(backend), props["n_ctx"], info)
+    return Connection(name, backend, ServerTokenCounter(backend), props["n_ctx"], info)
 
 
-def connect_local_or_llama(backend: str, url: str | None, stack: ExitStack, context: int = DEFAULT_CONTEXT) -> Connection:
-    """``local``: start the embedded server (stopped when ``stack`` closes); ``llama``: the one at ``url``."""
-    if backend == "local":
-        print("Starting the embedded llama-server...", file=sys.stderr)
-        url = stack.enter_context(LocalServer(context=context)).url
-    conn = connect_llama(url or "http://127.0.0.1:8080")
-    stack.callback(conn.backend.close)
-    return conn
+def open_connection(target: Target, transport: httpx.BaseTransport | None = None) -> Connection:
+    """Connect to ``target``. A llama-server is asked for its context and model (token counts exact);
+    an API counts tokens by estimate until its first usage arrives.
+
+    Raises ``httpx.HTTPError`` (a server that does not answer) or ``ValueError`` (missing settings)
+    with a message a user can act on.
+    """
+    spec = BACKENDS.get(target.backend)
+    if spec is None:
+        raise ValueError(f"Unknown backend {target.backend!r}; choose one of {', '.join(BACKENDS)}.")
+    if spec.is_llama_server:
+        return _connect_llama_server(spec.name, target.url or "http://127.0.0.1:8080")
+    if not target.url or not target.model:
+        raise ValueError("Set a base URL and a model for the API (or choose a preset).")
+    client = spec.client(target.url, target.model, target.api_key, transport=transport)
+    return Connection(spec.name, client, EstimatingTokenCounter())
 
 
-def connect_api(base_url: str, model: str, api_key: str | None, transport: httpx.BaseTransport | None = None) -> Connection:
-    """An OpenAI-compatible API; token counts are estimated until the first usage arrives."""
-    return Connection(OpenAICompatBackend(base_url, model, api_key, transport=transport), EstimatingTokenCounter())
+def engine_target(stack: ExitStack, context: int = DEFAULT_CONTEXT) -> Target:
+    """Start the embedded llama-server for a command-line run; it stops when ``stack`` closes."""
+    print("Starting the embedded llama-server...", file=sys.stderr)
+    return Target("local", url=stack.enter_context(LocalServer(context=context)).url)

@@ -1,6 +1,6 @@
-"""``python -m core doctor FILE...``: the cache doctor from a terminal.
+"""Find what breaks the prefix cache in an agent's logged requests (the cache doctor).
 
-Without ``--backend`` the analysis is static: the documented stable serialization and token
+``python -m core doctor FILE...``. Without ``--backend`` the analysis is static: the documented stable serialization and token
 estimates (about 4 characters per token, labelled as estimates). ``--backend local`` (or ``llama
 --url``) renders each round with the server's chat template and counts tokens exactly; add
 ``--replay`` to send the rounds and print what the server really recomputed and reused.
@@ -18,25 +18,24 @@ from pathlib import Path
 import httpx
 
 from core import doctor
-from core.connect import connect_local_or_llama
+from core.backends import BACKENDS
+from core.cli_target import add_target_arguments, target_from_args
+from core.connect import open_connection
 from core.engine import EngineError
 from core.prompts import EstimatingTokenCounter
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m core doctor", description="Find what breaks the prefix cache.")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", type=Path, help="a JSONL/JSON request log, or one text file per round")
-    parser.add_argument("--backend", choices=["none", "local", "llama"], default="none",
-                        help="none: static estimate (default); local: embedded llama-server; llama: one at --url")
-    parser.add_argument("--url", default="http://127.0.0.1:8080", help="llama-server URL for --backend llama")
+    servers = [name for name, spec in BACKENDS.items() if spec.is_llama_server]
+    add_target_arguments(parser, servers, None, context=False)
     parser.add_argument("--replay", action="store_true", help="also send the rounds and report what was recomputed")
     parser.add_argument("--provider", choices=sorted(doctor.BILLING_RULES), help="show what this provider bills as cached")
     parser.add_argument("--json", type=Path, help="write one record per round as JSON")
-    return parser
 
 
-def main(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """Without --backend: a static analysis; with a llama-server: exact tokens, and --replay."""
     try:
         transcript = doctor.load_paths(args.files)
     except (OSError, doctor.TranscriptError) as exc:
@@ -46,8 +45,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"skipped: {error}", file=sys.stderr)
     with ExitStack() as stack:
         try:
-            conn = None if args.backend == "none" else connect_local_or_llama(args.backend, args.url, stack)
-        except (EngineError, httpx.HTTPError) as exc:
+            conn = None if args.backend is None else stack.enter_context(open_connection(target_from_args(args, stack)))
+        except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
         counter = conn.counter if conn else EstimatingTokenCounter()

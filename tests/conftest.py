@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from core.connect import Connection, connect_llama  # noqa: E402
-from core.engine import LocalServer  # noqa: E402
-from tests.fake_openai import FakeOpenAIServer  # noqa: E402
+from core.connect import Connection, Target, open_connection
+from core.engine import LocalServer
+from tests.fake_openai import FakeOpenAIServer
 
 
 @pytest.fixture(scope="session")
@@ -26,9 +21,8 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
 
 @pytest.fixture()
 def local(local_server: LocalServer) -> Iterator[Connection]:
-    conn = connect_llama(local_server.url)
-    yield conn
-    conn.backend.close()
+    with open_connection(Target("llama", url=local_server.url)) as conn:
+        yield conn
 
 
 @pytest.fixture()

@@ -7,22 +7,10 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from core.export import to_csv, to_json
-from tests.conftest import ROOT
+from tests.apptest import KEY, ROOT, api_state, app, rendered
 
 PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
          "app_pages/cache_doctor.py"]
-KEY = "sk-apptest-secret-0123456789"
-
-
-def app(**state) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
-    for key, value in state.items():
-        at.session_state[key] = value
-    return at
-
-
-def api_state(fake_api, model: str = "ok") -> dict:
-    return {"backend_kind": "api", "preset": "vLLM", "base_url": fake_api.base_url, "model": model, "session_api_key": KEY}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -112,19 +100,6 @@ def test_failing_backend_keeps_completed_rounds(fake_api):
     assert any("HTTP 500" in e.value for e in at.error)
 
 
-def rendered(at: AppTest) -> str:
-    """Every protobuf message the script sent to the browser, as text (sidebar included)."""
-    parts: list[str] = []
-
-    def walk(node) -> None:
-        if getattr(node, "proto", None) is not None:
-            parts.append(str(node.proto))
-        children = getattr(node, "children", None) or {}
-        for child in (children.values() if isinstance(children, dict) else children):
-            walk(child)
-
-    walk(at._tree)
-    return "\n".join(parts)
 
 
 def test_typed_key_is_used_but_never_sent_back(fake_api):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.apptest import KEY, api_state, app, rendered
 from tests.fake_openai import SLOW_SECONDS
-from tests.test_app import KEY, api_state, app, rendered
 
 
 def open_fds() -> int:

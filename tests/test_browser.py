@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from core.engine import free_port
-from tests.conftest import ROOT
+from tests.apptest import ROOT
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

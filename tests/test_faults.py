@@ -14,7 +14,7 @@ import pytest
 
 from core import experiments as ex
 from core.backends import ChatRequest, OpenAICompatBackend
-from core.connect import connect_api, connect_llama
+from core.connect import Target, open_connection
 from tests.fake_openai import SLOW_SECONDS
 
 REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)
@@ -72,7 +72,7 @@ def test_key_never_in_error_even_when_server_echoes_it(fake_api):
 
 
 def test_failed_round_ends_the_experiment_and_keeps_earlier_rounds(fake_api):
-    conn = connect_api(fake_api.base_url, "ok", KEY)
+    conn = open_connection(Target("api", fake_api.base_url, "ok", KEY))
     rows = []
     for row in ex.output_length_sweep(conn.backend, lengths=[3, 4], warm=False):
         rows.append(row)
@@ -82,7 +82,7 @@ def test_failed_round_ends_the_experiment_and_keeps_earlier_rounds(fake_api):
 
 def test_api_cache_rounds_read_cached_tokens(fake_api):
     fake_api.cached_tokens = 64
-    conn = connect_api(fake_api.base_url, "ok", None)
+    conn = open_connection(Target("api", fake_api.base_url, "ok"))
     rows = list(ex.prefix_cache_rounds(conn.backend, "Some text. " * 200, conn.counter, rounds=2, warm=False))
     assert all(r.reused_tokens == 64 and r.recomputed_tokens == r.prompt_tokens - 64 for r in rows)
     bodies = [r["body"] for r in fake_api.requests]
@@ -138,4 +138,4 @@ def test_llama_server_that_is_down_gets_a_readable_message():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(httpx.ConnectError, match=f"Cannot reach a llama-server at http://127.0.0.1:{port}: is it running"):
-        connect_llama(f"http://127.0.0.1:{port}/v1")
+        open_connection(Target("llama", f"http://127.0.0.1:{port}/v1"))

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from core.engine import LocalServer
 from core.backends import ChatRequest, OpenAICompatBackend
+from core.engine import LocalServer
 from core.hosting import HostedSettings, Refused, check_base_url, guarded_transport, load_settings
 from core.runner import BackgroundRun, active_runs
-from tests.test_app import KEY, app, rendered
+from tests.apptest import KEY, app, rendered
 
 PUBLIC = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
 

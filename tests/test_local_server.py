@@ -12,7 +12,7 @@ import time
 import pytest
 
 from core import experiments as ex
-from core.connect import connect_llama
+from core.connect import Target, open_connection
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.prompts import ServerTokenCounter, default_document, fit_document
 
@@ -122,7 +122,7 @@ def test_crash_is_detected_with_log_tail(tmp_path):
         assert message and "exit code" in message and "llama" in message.lower()
         conn_error = None
         try:
-            connect_llama(server.url)
+            open_connection(Target("llama", server.url))
         except Exception as exc:  # noqa: BLE001 - any connection failure is the expected outcome here
             conn_error = exc
         assert conn_error is not None

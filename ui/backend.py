@@ -16,7 +16,7 @@ import streamlit as st
 
 from core import experiments as ex
 from core.backends import PRESETS
-from core.connect import Connection, connect_api, connect_llama
+from core.connect import Connection, Target, open_connection as connect
 from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.experiments import cache_doc_budget
@@ -78,13 +78,12 @@ def embedded_server() -> LocalServer:
 def llama_status(url: str) -> dict[str, str]:
     """What a llama-server says about itself, or the error (cached for 10 s)."""
     try:
-        conn = connect_llama(url)
+        with connect(Target("llama", url=url)) as conn:
+            return {k: str(v) for k, v in conn.info.items()}
     except httpx.ConnectError as exc:
         return {"error": str(exc)}
     except (httpx.HTTPError, KeyError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
-    conn.backend.close()
-    return {k: str(v) for k, v in conn.info.items()}
 
 
 @dataclass
@@ -247,8 +246,8 @@ def open_connection(choice: BackendChoice) -> Connection:
         settings = hosted()
         check_base_url(choice.url, settings)
         transport = guarded_transport(settings) if settings.hosted else None
-        return connect_api(choice.url, choice.model, choice.api_key, transport)
-    return connect_llama(choice.url)
+        return connect(Target("api", choice.url, choice.model, choice.api_key), transport)
+    return connect(Target("llama", url=choice.url))
 
 
 def fit_for_backend(document: str, doc_id: str, budget: int, rounds: int) -> FittedDocument | str:

@@ -1,4 +1,5 @@
-"""Known OpenAI-compatible endpoints. Each names the environment variable its key is read from."""
+"""Known API endpoints. Each names its backend (a `core.backends.BACKENDS` name) and the environment
+variable its key is read from."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ class Preset:
     model: str
     key_env: str | None
     cache_report: str
+    backend: str = "api"
 
 
 PRESETS: dict[str, Preset] = {

@@ -1,0 +1,49 @@
+"""The backend options shared by the command-line tools, read from the one registry `BACKENDS`."""
+
+from __future__ import annotations
+
+import argparse
+from contextlib import ExitStack
+
+from core.backends import API, BACKENDS, ENGINE, PRESETS
+from core.connect import Target, engine_target
+from core.engine import DEFAULT_CONTEXT
+from core.secrets import key_from_env
+
+DEFAULT_LLAMA_URL = "http://127.0.0.1:8080"
+
+
+def add_target_arguments(parser: argparse.ArgumentParser, names: list[str], default: str | None,
+                         context: bool = True) -> None:
+    """``--backend`` (one of ``names``), ``--url``, and for APIs ``--preset``, ``--model``, ``--key-env``."""
+    lines = "; ".join(f"{name}: {BACKENDS[name].summary}" for name in names)
+    parser.add_argument("--backend", choices=names, default=default, help=lines)
+    parser.add_argument("--url", help=f"llama-server URL (default {DEFAULT_LLAMA_URL}), or an API base URL")
+    if any(BACKENDS[name].needs == API for name in names):
+        parser.add_argument("--preset", choices=sorted(PRESETS), help="API preset: base URL, model, key variable")
+        parser.add_argument("--model", help="model name for an API backend")
+        parser.add_argument("--key-env", help="environment variable holding the API key (keys never go on the command line)")
+    if context:
+        parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="context size of the embedded server")
+
+
+def target_from_args(args: argparse.Namespace, stack: ExitStack) -> Target:
+    """The target the options name; ``local`` starts the embedded engine until ``stack`` closes.
+
+    A ``--preset`` implies its backend. Raises ``SystemExit`` with a message for missing settings.
+    """
+    preset = PRESETS.get(getattr(args, "preset", None) or "")
+    name = args.backend or (preset.backend if preset else "local")
+    if preset and name != preset.backend:
+        raise SystemExit(f"--preset {preset.name} is a {preset.backend} backend, not {name}")
+    spec = BACKENDS[name]
+    if spec.needs == ENGINE:
+        return engine_target(stack, getattr(args, "context", DEFAULT_CONTEXT))
+    if spec.needs != API:
+        return Target(name, url=args.url or DEFAULT_LLAMA_URL)
+    base_url = args.url or (preset.base_url if preset else "")
+    model = args.model or (preset.model if preset else "")
+    if not base_url or not model:
+        raise SystemExit(f"--backend {name} needs --preset, or both --url and --model")
+    key = key_from_env(args.key_env or (preset.key_env if preset else None))
+    return Target(name, url=base_url, model=model, api_key=key)

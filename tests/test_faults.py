@@ -15,7 +15,7 @@ import pytest
 from core import experiments as ex
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.connect import Target, open_connection
-from tests.fake_openai import SLOW_SECONDS
+from tests.fake_openai import SLOW_SECONDS, WORDS
 
 REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)
 KEY = "sk-fault-test-0123456789"
@@ -37,15 +37,26 @@ def test_fault_gives_clear_error(fake_api, model, needle):
         assert result.text.startswith("Prefill reads"), "the chunks before the fault are kept"
 
 
-@pytest.mark.parametrize("model", ["ok", "keepalive", "reasoning", "no-usage"])
+@pytest.mark.parametrize("model", ["ok", "keepalive", "reasoning", "no-usage", "list-content"])
 def test_quirks_that_are_not_faults(fake_api, model):
     with _backend(fake_api, model) as backend:
         result = backend.stream_chat(REQUEST)
     assert result.success, result.error
     assert result.text == "Prefill reads the prompt once."
     assert result.completion_tokens == (None if model == "no-usage" else 6)
-    if model == "reasoning":
+    if model in ("reasoning", "list-content"):
         assert result.reasoning_text == "Let me think" and result.first_reasoning_s < result.ttft_s
+
+
+def test_inline_think_stream_over_http(fake_api):
+    """DeepSeek-R1 as Groq and Together serve it: TTFT is the answer's first word, not the <think>."""
+    with _backend(fake_api, "think") as backend:
+        result = backend.stream_chat(REQUEST)
+    assert result.success, result.error
+    assert result.reasoning_inline and result.reasoning_text == "\nLet me think\n"
+    assert result.text == "\n\n" + "".join(WORDS)
+    # five more think pieces, then the first word, each written after a token_delay sleep
+    assert result.ttft_s - result.first_reasoning_s >= 5 * fake_api.token_delay
 
 
 def test_first_byte_later_than_timeout(fake_api):

@@ -69,7 +69,7 @@ def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFact
         finally:
             conn.backend.close()
 
-    label = t("common.run_label", backend=conn.backend.kind, model=conn.info.get("model") or conn.backend.model,
+    label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
     run = BackgroundRun(experiment, {**conn.describe(), **settings}, rows, lock_key=choice.lock_key(),
                         planned_rounds=planned, label=label)

@@ -192,19 +192,22 @@ class FakeOpenAIServer(ThreadingHTTPServer):
     def anthropic_usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
         """``(uncached input, cache read, cache write)`` tokens for a Messages request, about 4 characters a token.
 
-        Like Anthropic: the prompt is system blocks then message blocks; the longest prefix ending at a
-        breakpoint that an earlier request wrote is read; the rest up to the last breakpoint is written.
+        Like Anthropic: the prompt is system blocks then message blocks; from each ``cache_control``
+        breakpoint the prefixes ending at the 20 block boundaries before it are looked up, the longest
+        one cached by an earlier request is read, and the rest up to the last breakpoint is written.
         """
-        text, breakpoints = "", []
+        text, ends, breakpoints = "", [], []
         blocks = [("system", b) for b in body.get("system") or []]
         blocks += [(m["role"], b) for m in body.get("messages", []) for b in m["content"]]
         for role, block in blocks:
             text += f"[{role}]{block.get('text', '')}"
+            ends.append(text)
             if block.get("cache_control"):
-                breakpoints.append(text)
-        read = max((len(p) for p in breakpoints if p in self.anthropic_cache), default=0)
-        end = len(breakpoints[-1]) if breakpoints else 0
-        self.anthropic_cache.update(breakpoints)
+                breakpoints.append(len(ends) - 1)
+        looked_up = {ends[i] for b in breakpoints for i in range(max(0, b - 20), b + 1)}
+        read = max((len(p) for p in looked_up if p in self.anthropic_cache), default=0)
+        end = len(ends[breakpoints[-1]]) if breakpoints else 0
+        self.anthropic_cache.update(ends[b] for b in breakpoints)
         written = max(end - read, 0)
         return (len(text) - read - written) // 4, read // 4, written // 4
 

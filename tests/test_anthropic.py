@@ -126,6 +126,8 @@ def test_experiment_3_reads_from_round_2_with_append_only_and_writes_every_round
     stamp = [r for r in rows if r.strategy == "timestamp_first"]
     assert [r.error for r in rows] == [""] * 6
     assert append[0].reused_tokens == 0 and all(r.reused_tokens > 0.9 * r.prompt_tokens for r in append[1:])
+    # each round reads all of the previous round's prompt (the breakpoint on its last message), not just the system
+    assert all(abs(r.reused_tokens - before.prompt_tokens) <= 2 for before, r in zip(append, append[1:], strict=False))
     assert all(r.cache_write_tokens > 0.9 * r.prompt_tokens for r in stamp)
     assert all(r.reused_tokens == 0 for r in stamp)
     summary = ex.summarize_cache(rows)

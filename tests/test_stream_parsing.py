@@ -149,6 +149,8 @@ def test_recorded_stream(name, finish, prompt, completion, reused, source, reaso
     assert result.error == FAILS.get(name, "")
     assert result.finish_reason == finish
     assert (result.prompt_tokens, result.completion_tokens, result.reused_tokens) == (prompt, completion, reused)
+    consistent = reused is not None and prompt is not None and reused <= prompt
+    assert result.recomputed_tokens == (prompt - reused if consistent else None)
     assert result.usage_source == source
     line = (lambda s: None if s is None else round(s / STEP))
     assert (line(result.first_reasoning_s), line(result.ttft_s)) == (reasoning_line, ttft_line)

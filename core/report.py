@@ -29,8 +29,8 @@ def summary_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
         yield (f"Experiment 1: prefill {inp.prefill_tokens_per_s:,.0f} tokens/s"
                + (f", {per_1k:.0f} ms per 1k input tokens" if per_1k else "") + f" (timed by the {inp.prefill_source})")
     if out.ms_per_token and out.decode_tokens_per_s:
-        yield (f"Experiment 2: decode {out.decode_tokens_per_s:,.1f} tokens/s ({out.ms_per_token:.1f} ms per output token, "
-               f"timed by the {out.decode_source})")
+        yield (f"Experiment 2: decode {out.decode_tokens_per_s:,.1f} tokens/s "
+               f"({out.ms_per_token:.1f} ms per output token, timed by the {out.decode_source})")
     ratio = ex.prefill_decode_ratio(inp, out)
     if ratio:
         yield f"Prefill processes a token {ratio:.0f}x faster than decode produces one."

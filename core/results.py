@@ -43,7 +43,7 @@ class RequestResult:
     def inter_token_s(self) -> list[float]:
         """Gaps between consecutive content chunks after the first (inter-token latency)."""
         times = [t for t in self.chunk_times_s if self.ttft_s is not None and t >= self.ttft_s]
-        return [b - a for a, b in zip(times, times[1:])]
+        return [b - a for a, b in zip(times, times[1:], strict=False)]
 
 
 @dataclass
@@ -80,7 +80,8 @@ class RoundResult:
     def from_request(cls, experiment: str, round_no: int, result: RequestResult, **extra: Any) -> "RoundResult":
         """Fold a request's measurements into a round row, saying where each timing came from."""
         decode_ms, per_token, decode_source = decode_timing(result)
-        prefill_source = SERVER if result.server_prefill_ms is not None else CLIENT if result.ttft_s is not None else None
+        prefill_source = (SERVER if result.server_prefill_ms is not None
+                          else CLIENT if result.ttft_s is not None else None)
         return cls(
             experiment=experiment,
             round=round_no,
@@ -114,7 +115,7 @@ def decode_timing(result: RequestResult) -> tuple[float | None, float | None, st
     tokens after the first.
     """
     if result.server_decode_ms is not None:
-        steps = (result.server_decode_tokens or 0) - 1  # one token: no decode step, no per-token time (the server says 0)
+        steps = (result.server_decode_tokens or 0) - 1  # one token: no decode step (the server then says 0 ms)
         per_token = None if steps < 1 else result.server_ms_per_token or result.server_decode_ms / steps
         return result.server_decode_ms, per_token, SERVER
     tokens = result.completion_tokens

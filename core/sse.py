@@ -10,9 +10,6 @@ from __future__ import annotations
 import codecs
 from collections.abc import Iterable, Iterator
 
-COMMENT = object()
-DONE = object()
-
 
 def iter_sse_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     """The lines of a byte stream, split at CR, LF and CRLF only, decoding UTF-8 incrementally.
@@ -58,22 +55,3 @@ def sse_field(line: str) -> tuple[str, str]:
     if colon and value.startswith(" "):
         value = value[1:]
     return name, value
-
-
-def parse_sse_line(line: str) -> object | str | None:
-    """Classify one line of an event stream.
-
-    Returns ``None`` for a blank or non-data line, ``COMMENT`` for a comment (``: keep-alive``,
-    ``: OPENROUTER PROCESSING``), ``DONE`` for ``data: [DONE]``, else the data payload text.
-    """
-    if not line:
-        return None
-    name, value = sse_field(line)
-    if name == "":
-        return COMMENT
-    if name != "data":
-        return None  # "event:", "id:", "retry:" lines carry nothing we time
-    payload = value.strip()
-    if payload == "[DONE]":
-        return DONE
-    return payload or None

@@ -33,7 +33,8 @@ def output_verdict(rows: Sequence[RoundResult]) -> Verdict:
                  and r.total_ms is not None), key=lambda r: r.output_tokens or 0)
     if len({r.output_tokens for r in ok}) < 2:
         return False, {}
-    per_token = [r.ms_per_output_token for r in ok if (r.output_tokens or 0) >= 8] or [r.ms_per_output_token for r in ok]
+    per_token = ([r.ms_per_output_token for r in ok if (r.output_tokens or 0) >= 8]
+                 or [r.ms_per_output_token for r in ok])
     middle = median(per_token)
     if not middle:
         return False, {}

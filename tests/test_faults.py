@@ -111,7 +111,8 @@ def test_no_thread_leak_after_many_faults(fake_api):
 def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
     out = tmp_path / "run.json"
     env = {**os.environ, "MY_KEY": KEY}
-    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url, "--model", "cut",
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url,
+                           "--model", "cut",
                            "--key-env", "MY_KEY", "--only", "output", "--lengths", "2,8", "--json", str(out)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 1
@@ -129,7 +130,8 @@ def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
 def test_cli_fault_matrix_keeps_the_good_round(fake_api, tmp_path, fault, needle):
     fake_api.fault, fake_api.fault_after = fault, 2  # the warm-up and round 1 succeed
     out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url, "--model", "ok",
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url,
+                           "--model", "ok",
                            "--only", "output", "--lengths", "2,4,6", "--json", str(out)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
@@ -139,7 +141,8 @@ def test_cli_fault_matrix_keeps_the_good_round(fake_api, tmp_path, fault, needle
 
 
 def test_cli_refuses_rounds_that_do_not_fit_the_context(local_server):
-    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "llama", "--url", local_server.url, "--only", "cache",
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "llama", "--url", local_server.url,
+                           "--only", "cache",
                            "--rounds", "200"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "200 rounds do not fit in a 4,096-token context" in proc.stderr
 
@@ -148,5 +151,6 @@ def test_llama_server_that_is_down_gets_a_readable_message():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(httpx.ConnectError, match=f"Cannot reach a llama-server at http://127.0.0.1:{port}: is it running"):
+    message = f"Cannot reach a llama-server at http://127.0.0.1:{port}: is it running"
+    with pytest.raises(httpx.ConnectError, match=message):
         open_connection(Target("llama", f"http://127.0.0.1:{port}/v1"))

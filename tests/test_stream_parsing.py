@@ -17,7 +17,7 @@ import pytest
 from core.backends import AnthropicBackend, ChatRequest, LlamaServerBackend, OpenAICompatBackend
 from core.backends.openai_compat import cached_tokens_from_usage
 from core.results import RoundResult
-from core.sse import COMMENT, DONE, iter_sse_lines, parse_sse_line
+from core.sse import iter_sse_lines, sse_field
 
 DATA = Path(__file__).parent / "data"
 STREAMS = DATA / "streams"
@@ -50,18 +50,18 @@ def run(source: str | bytes | list[bytes], backend_cls=OpenAICompatBackend, **kw
     if isinstance(body, str):
         body = body.encode()
     transport, seen = transport_for(body, **kwargs)
-    backend = backend_cls("http://127.0.0.1:9/v1", "m", "sk-test-secret-key", transport=transport, clock=stepping_clock())
+    backend = backend_cls("http://127.0.0.1:9/v1", "m", "sk-test-secret-key", transport=transport,
+                          clock=stepping_clock())
     return backend.stream_chat(REQUEST), seen
 
 
 # -- SSE lines -----------------------------------------------------------------------------------
-def test_parse_sse_line_kinds():
-    assert parse_sse_line(": keep-alive") is COMMENT
-    assert parse_sse_line("data: [DONE]") is DONE
-    assert parse_sse_line("data: {\"a\":1}") == '{"a":1}'
-    assert parse_sse_line("data:{\"a\":1}") == '{"a":1}'
-    assert parse_sse_line("event: message") is None
-    assert parse_sse_line("") is None
+def test_sse_fields():
+    assert sse_field(": keep-alive") == ("", " keep-alive")
+    assert sse_field("data: [DONE]") == ("data", "[DONE]")
+    assert sse_field('data:{"a":1}') == ("data", '{"a":1}')
+    assert sse_field("event: message_start") == ("event", "message_start")
+    assert sse_field("retry") == ("retry", "")
 
 
 def test_lines_end_only_at_cr_lf_and_crlf_even_across_network_chunks():
@@ -90,7 +90,8 @@ RECORDED = [
     ("crusoe_vllm.sse", "stop", 46, 14, 0, "usage.prompt_tokens_details.cached_tokens", None, 3, "1, 2, 3, 4, ",
      " 3, 4, 5"),
     ("deepinfra_llama.sse", "stop", 48, 189, None, "usage", None, 3, "Coca Cola is", "roducts?"),
-    ("deepseek_chat.sse", "stop", 11, 8, 0, "usage.prompt_tokens_details.cached_tokens", None, 3, "1, 2, 3.", "1, 2, 3."),
+    ("deepseek_chat.sse", "stop", 11, 8, 0, "usage.prompt_tokens_details.cached_tokens", None, 3, "1, 2, 3.",
+     "1, 2, 3."),
     ("deepseek_reasoner.sse", "stop", 6, 212, 0, "usage.prompt_tokens_details.cached_tokens", 3, 399, "Hello there!",
      "u today?"),
     # the answer opens with a whitespace token after reasoning_content: that token is the first answer token
@@ -105,7 +106,8 @@ RECORDED = [
     ("mistral_small.sse", "stop", 22, 8, 0, "usage.prompt_tokens_details.cached_tokens", None, 3, "1, 2, 3", "1, 2, 3"),
     ("ollama_cloud_gpt_oss.sse", "stop", 74, 53, None, "usage", 1, 77, "1  \n2  \n3", "  \n2  \n3"),
     ("ollama_qwen3.sse", "stop", 17, 289, None, "usage", 1, 559, "1  \n2  \n3", "  \n2  \n3"),
-    ("openai_text.sse", "stop", 78, 9, 0, "usage.prompt_tokens_details.cached_tokens", None, 3, "The capital ", " London."),
+    ("openai_text.sse", "stop", 78, 9, 0, "usage.prompt_tokens_details.cached_tokens", None, 3, "The capital ",
+     " London."),
     ("openai_tool_call.sse", "tool_calls", 53, 15, 0, "usage.prompt_tokens_details.cached_tokens", None, None, "", ""),
     ("openrouter_claude_haiku.sse", "stop", 15, 9, 0, "usage.prompt_tokens_details.cached_tokens", None, 11, "1\n2\n3",
      "1\n2\n3"),
@@ -127,6 +129,11 @@ RECORDED = [
 ]
 INLINE_THINK = {"groq_r1_inline_think.sse", "together_r1_inline_think.sse"}
 FAILS = {"openrouter_error_with_usage.sse": "The server reported an error mid-stream at chunk 4: Token limit reached"}
+
+
+def line_of(seconds: float | None) -> int | None:
+    """The line of the stream read at ``seconds`` on the stepping clock."""
+    return None if seconds is None else round(seconds / STEP)
 
 
 def backend_for(name: str) -> type:
@@ -152,8 +159,7 @@ def test_recorded_stream(name, finish, prompt, completion, reused, source, reaso
     consistent = reused is not None and prompt is not None and reused <= prompt
     assert result.recomputed_tokens == (prompt - reused if consistent else None)
     assert result.usage_source == source
-    line = (lambda s: None if s is None else round(s / STEP))
-    assert (line(result.first_reasoning_s), line(result.ttft_s)) == (reasoning_line, ttft_line)
+    assert (line_of(result.first_reasoning_s), line_of(result.ttft_s)) == (reasoning_line, ttft_line)
     assert result.text.startswith(head) and result.text.endswith(tail)
     assert bool(result.reasoning_text) == (reasoning_line is not None)
     assert result.reasoning_inline == (name in INLINE_THINK)

@@ -21,7 +21,7 @@ def cache_row(strategy: str, round_no: int, recomputed: int | None, prompt: int 
 
 KILLED = [*(cache_row("append_only", n, 2000 if n == 1 else 20, ttft=900 if n == 1 else 50) for n in (1, 2, 3, 4)),
           cache_row("timestamp_first", 1, 2000, ttft=900),
-          cache_row("timestamp_first", 2, None, error="Cannot connect to http://127.0.0.1:8080: is the server running?")]
+          cache_row("timestamp_first", 2, None, error="Cannot connect to http://127.0.0.1:8080: is it running?")]
 
 
 def test_a_strategy_with_one_round_has_no_medians_after_the_first():
@@ -35,7 +35,8 @@ def test_the_ratio_compares_only_the_rounds_both_strategies_measured():
     assert ex.common_rounds(summaries, "timestamp_first") == [1]
     assert ex.recomputed_ratio(summaries) == {"timestamp_first": 1.0}  # round 1 against round 1, not 2000 vs 2060
     longer = [*KILLED[:5], cache_row("timestamp_first", 2, 1990), cache_row("timestamp_first", 3, 1995)]
-    assert ex.recomputed_ratio(ex.summarize_cache(longer)) == {"timestamp_first": (2000 + 1990 + 1995) / (2000 + 20 + 20)}
+    expected = (2000 + 1990 + 1995) / (2000 + 20 + 20)
+    assert ex.recomputed_ratio(ex.summarize_cache(longer)) == {"timestamp_first": expected}
 
 
 def test_no_shared_round_no_ratio():
@@ -61,7 +62,8 @@ def test_report_with_no_successful_rounds_invents_nothing():
 def test_report_names_who_timed_each_figure():
     rows = [RoundResult(ex.INPUT, 1, prompt_tokens=1000, recomputed_tokens=1000, prefill_ms=500.0, ttft_ms=520.0,
                         prefill_source="server"),
-            RoundResult(ex.OUTPUT, 1, output_tokens=33, ms_per_output_token=25.0, total_ms=900.0, decode_source="client")]
+            RoundResult(ex.OUTPUT, 1, output_tokens=33, ms_per_output_token=25.0, total_ms=900.0,
+                        decode_source="client")]
     lines = list(summary_lines(rows))
     assert lines[0] == "Experiment 1: prefill 2,000 tokens/s (timed by the server)"
     assert lines[1] == "Experiment 2: decode 40.0 tokens/s (25.0 ms per output token, timed by the client)"
@@ -82,5 +84,6 @@ def test_cache_verdict_without_counts_uses_ttft_on_the_same_rounds():
 
 
 def test_output_verdict_without_timings_is_not_a_verdict():
-    rows = [RoundResult(ex.OUTPUT, n, output_tokens=n * 16, ms_per_output_token=None, total_ms=100.0 * n) for n in (1, 2)]
+    rows = [RoundResult(ex.OUTPUT, n, output_tokens=n * 16, ms_per_output_token=None, total_ms=100.0 * n)
+            for n in (1, 2)]
     assert output_verdict(rows) == (False, {})

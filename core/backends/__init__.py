@@ -50,5 +50,6 @@ BACKENDS: dict[str, BackendSpec] = {
     )
 }
 
-__all__ = ["API", "AnthropicBackend", "BACKENDS", "ENGINE", "PRESETS", "SERVER_URL", "BackendSpec", "ChatRequest", "LlamaServerBackend",
+__all__ = ["API", "AnthropicBackend", "BACKENDS", "ENGINE", "PRESETS", "SERVER_URL", "BackendSpec", "ChatRequest",
+           "LlamaServerBackend",
            "OpenAICompatBackend", "Preset", "StreamingBackend"]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.backends.base import ChatRequest, StreamingBackend, StreamState
+from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.chunks import StreamState
 from core.backends.errors import error_text
 from core.results import RequestResult
 

@@ -21,13 +21,11 @@ from typing import Any
 
 import httpx
 
-from core.backends.chunks import ANSWER, REASONING, ContentSplitter, Piece, delta_parts
+from core.backends.chunks import ProgressCallback, StreamState, delta_parts
 from core.backends.errors import error_text, http_error_message, not_streaming_message
 from core.results import RequestResult
 from core.secrets import redact
 from core.sse import iter_sse_lines, sse_field
-
-ProgressCallback = Callable[[dict[str, Any]], None]
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 
@@ -41,38 +39,6 @@ class ChatRequest:
     temperature: float = 0.0
     ignore_eos: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class StreamState:
-    """What one request's read loop carries from chunk to chunk."""
-
-    result: RequestResult
-    on_progress: ProgressCallback | None = None
-    chunks: int = 0  # data payloads read so far
-    done: bool = False  # the stream said it is complete ([DONE], Anthropic's message_stop)
-    event: str = ""  # the current SSE ``event:`` name
-    content: ContentSplitter = field(default_factory=ContentSplitter)
-
-    def add(self, pieces: list[Piece]) -> None:
-        """Append reasoning and answer text, stamping the first of each."""
-        result = self.result
-        for kind, text, at in pieces:
-            if kind == ANSWER:
-                if result.ttft_s is None and text:
-                    result.ttft_s = at
-                result.text += text
-            else:
-                if result.first_reasoning_s is None:
-                    result.first_reasoning_s = at
-                result.reasoning_text += text
-        result.reasoning_inline = self.content.inline
-
-    def reasoning(self, text: str, now: float) -> None:
-        self.add([(REASONING, text, now)])
-
-    def answer(self, text: str, now: float) -> None:
-        self.add(self.content.feed(text, now))
 
 
 class StreamingBackend:
@@ -129,7 +95,8 @@ class StreamingBackend:
         result.completion_tokens = usage.get("completion_tokens", result.completion_tokens)
         result.usage_source = source
 
-    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult, on_progress: ProgressCallback | None) -> None:
+    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult,
+                          on_progress: ProgressCallback | None) -> None:
         pass
 
     # -- the request ---------------------------------------------------------------------------
@@ -160,7 +127,8 @@ class StreamingBackend:
         try:
             body = json.dumps(self.payload(request)).encode()
             start = self.clock()  # the body is encoded before the clock starts
-            with self.client.stream("POST", url, content=body, headers={"Content-Type": "application/json"}) as response:
+            headers = {"Content-Type": "application/json"}
+            with self.client.stream("POST", url, content=body, headers=headers) as response:
                 if response.status_code >= 400:
                     response.read()
                     result.error = http_error_message(response, self.model)
@@ -175,7 +143,8 @@ class StreamingBackend:
             result.error = f"Connecting to {self.base_url} timed out."
         except httpx.ReadTimeout:
             read = self.client.timeout.read
-            result.error = f"The server sent nothing for {read:g} s (read timeout) after {len(result.chunk_times_s)} chunks."
+            result.error = (f"The server sent nothing for {read:g} s (read timeout) "
+                            f"after {len(result.chunk_times_s)} chunks.")
         except httpx.RemoteProtocolError as exc:
             result.error = f"The stream was cut after {len(result.chunk_times_s)} chunks: {exc}"
         except httpx.HTTPError as exc:
@@ -211,13 +180,15 @@ class StreamingBackend:
                 try:
                     self.read_payload(value.strip(), state, now)
                 except Exception as exc:  # noqa: BLE001 - one unreadable chunk ends the round, keeping the rest
-                    result.error = f"Chunk {state.chunks} of the stream could not be read ({type(exc).__name__}: {exc})."
+                    result.error = (f"Chunk {state.chunks} of the stream could not be read "
+                                    f"({type(exc).__name__}: {exc}).")
                 if result.error or state.done:
                     break
         state.add(state.content.flush())
         result.end_s = self.clock() - start
         if not result.error and not state.done and result.finish_reason is None:
-            result.error = f"The stream was cut after {len(result.chunk_times_s)} chunks: it ended with no finish_reason and no [DONE]."
+            result.error = (f"The stream was cut after {len(result.chunk_times_s)} chunks: "
+                            "it ended with no finish_reason and no [DONE].")
 
     def read_payload(self, payload: str, state: StreamState, now: float) -> None:
         """Parse one ``data:`` payload as JSON and read it."""

@@ -1,4 +1,5 @@
-"""What one OpenAI-style ``delta`` says, in every shape providers send, and where the answer starts.
+"""What one OpenAI-style ``delta`` says, in every shape providers send, where the answer starts, and
+the state a stream's read loop carries from chunk to chunk (`StreamState`).
 
 Reasoning arrives as ``reasoning_content`` (DeepSeek, Z.ai, vLLM), ``reasoning`` (OpenRouter,
 Ollama), ``reasoning_details[]`` (OpenRouter, Snowflake), typed ``thinking`` parts of a list
@@ -9,7 +10,13 @@ in the last case, so that TTFT is the first answer token, not the ``<think>``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from core.results import RequestResult
+
+ProgressCallback = Callable[[dict[str, Any]], None]
 
 REASONING = "reasoning"
 ANSWER = "answer"
@@ -110,3 +117,35 @@ class ContentSplitter:
         at = self._pending_at if self._pending_at is not None else 0.0
         text, self._pending = self._pending, ""
         return [(kind, text, at)]
+
+
+@dataclass
+class StreamState:
+    """What one request's read loop carries from chunk to chunk."""
+
+    result: RequestResult
+    on_progress: ProgressCallback | None = None
+    chunks: int = 0  # data payloads read so far
+    done: bool = False  # the stream said it is complete ([DONE], Anthropic's message_stop)
+    event: str = ""  # the current SSE ``event:`` name
+    content: ContentSplitter = field(default_factory=ContentSplitter)
+
+    def add(self, pieces: list[Piece]) -> None:
+        """Append reasoning and answer text, stamping the first of each."""
+        result = self.result
+        for kind, text, at in pieces:
+            if kind == ANSWER:
+                if result.ttft_s is None and text:
+                    result.ttft_s = at
+                result.text += text
+            else:
+                if result.first_reasoning_s is None:
+                    result.first_reasoning_s = at
+                result.reasoning_text += text
+        result.reasoning_inline = self.content.inline
+
+    def reasoning(self, text: str, now: float) -> None:
+        self.add([(REASONING, text, now)])
+
+    def answer(self, text: str, now: float) -> None:
+        self.add(self.content.feed(text, now))

@@ -35,7 +35,8 @@ class LlamaServerBackend(OpenAICompatBackend):
             extra["ignore_eos"] = True
         return extra
 
-    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult, on_progress: ProgressCallback | None) -> None:
+    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult,
+                          on_progress: ProgressCallback | None) -> None:
         progress = chunk.get("prompt_progress")
         if on_progress is not None and isinstance(progress, dict):
             on_progress(progress)

@@ -31,7 +31,7 @@ PRESETS: dict[str, Preset] = {
         Preset("vLLM", "http://127.0.0.1:8000/v1", "", "VLLM_API_KEY",
                "usage.prompt_tokens_details.cached_tokens (needs --enable-prompt-tokens-details)"),
         Preset("Anthropic", "https://api.anthropic.com/v1", "claude-haiku-4-5", "ANTHROPIC_API_KEY",
-               "usage.cache_read_input_tokens (explicit cache_control breakpoints; from 4,096 prompt tokens on Haiku 4.5)",
+               "usage.cache_read_input_tokens (explicit cache_control breakpoints; Haiku 4.5 caches from 4,096 tokens)",
                backend="anthropic"),
     )
 }

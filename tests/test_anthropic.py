@@ -8,6 +8,9 @@ Recorded Anthropic streams are in test_stream_parsing.py; here the fake server a
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import httpx
 import pytest
@@ -132,3 +135,22 @@ def test_experiment_3_reads_from_round_2_with_append_only_and_writes_every_round
     assert all(r.reused_tokens == 0 for r in stamp)
     summary = ex.summarize_cache(rows)
     assert summary["timestamp_first"].cache_write_total == sum(r.cache_write_tokens for r in stamp)
+
+
+def test_cli_runs_experiment_3_on_anthropic_and_hides_the_key(fake_api, tmp_path):
+    out = tmp_path / "run.json"
+    env = {**os.environ, "MY_KEY": KEY}
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "anthropic", "--url", fake_api.base_url,
+                           "--model", "claude-test", "--key-env", "MY_KEY", "--only", "cache", "--rounds", "3",
+                           "--doc-tokens", "800", "--json", str(out)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["settings"]["backend"] == "anthropic" and data["settings"]["api_key_set"] is True
+    stamp = [r for r in data["rounds"] if r["strategy"] == "timestamp_first"]
+    assert [r["reused_tokens"] for r in stamp] == [0, 0, 0] and all(r["cache_write_tokens"] for r in stamp)
+    assert {r["usage_source"] for r in data["rounds"]} == {"message_start.usage"}
+    assert all(r["prefill_source"] == "client" and r["decode_source"] == "client" for r in data["rounds"])
+    assert "[timestamp_first]: 3 rounds" in proc.stdout and "to the cache" in proc.stdout
+    assert KEY not in proc.stdout + proc.stderr + out.read_text()
+    assert all(r["headers"]["x-api-key"] == KEY for r in fake_api.requests)

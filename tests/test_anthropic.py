@@ -154,3 +154,16 @@ def test_cli_runs_experiment_3_on_anthropic_and_hides_the_key(fake_api, tmp_path
     assert "[timestamp_first]: 3 rounds" in proc.stdout and "to the cache" in proc.stdout
     assert KEY not in proc.stdout + proc.stderr + out.read_text()
     assert all(r["headers"]["x-api-key"] == KEY for r in fake_api.requests)
+
+
+def test_the_event_line_names_an_event_whose_data_has_no_type():
+    body = ('event: message_start\ndata: {"message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}\n\n'
+            'event: content_block_delta\ndata: {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}\n\n'
+            'event: message_delta\ndata: {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}\n\n'
+            'event: message_stop\ndata: {}\n\n').encode()
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, content=body,
+                                                             headers={"content-type": "text/event-stream"}))
+    result = AnthropicBackend("http://127.0.0.1:9/v1", "m", KEY, transport=transport).stream_chat(REQUEST)
+    assert result.success, result.error
+    got = (result.text, result.prompt_tokens, result.completion_tokens, result.finish_reason)
+    assert got == ("Hi", 9, 2, "end_turn")

@@ -44,7 +44,9 @@ def _chat(model: str = "ok", content: str = "hello", **extra: Any) -> dict[str, 
     return {"model": model, "messages": [{"role": "user", "content": content}], "stream": True, **extra}
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def _lines(path: Path, proxy: CaptureServer | None = None) -> list[dict[str, Any]]:
+    """The log's lines; with a running ``proxy``, once the calls it is still logging are done."""
+    assert proxy is None or proxy.in_flight.wait_idle(10)
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
@@ -126,7 +128,7 @@ def test_upstream_500_reaches_the_agent_and_the_log(proxied, fake_api, log):
     direct = httpx.post(fake_api.base_url + "/chat/completions", json=_chat("500"))
     response = httpx.post(proxied.base_url + CHAT, json=_chat("500"))
     assert (response.status_code, response.content) == (direct.status_code, direct.content) == (500, direct.content)
-    (line,) = _lines(log)
+    (line,) = _lines(log, proxied)
     assert line["response"]["status"] == 500 and line["response"]["usage"] is None
     assert line["response"]["error"] == "upstream answered 500: Internal error."
 
@@ -138,7 +140,7 @@ def test_cut_stream_is_cut_for_the_agent_and_logged(proxied, log):
             for data in response.iter_raw():
                 received += data
     assert received.count(b'"content": "') == 3, "the chunks before the cut arrived"
-    (line,) = _lines(log)
+    (line,) = _lines(log, proxied)
     assert line["response"]["status"] == 200 and line["response"]["error"].startswith("upstream stream cut")
     assert line["response"]["usage"] is None
 
@@ -156,6 +158,7 @@ def test_keys_are_forwarded_but_never_logged(proxied, fake_api, log, tmp_path):
                        headers={"x-api-key": KEY})
         upstream.shutdown()
     assert AnthropicUpstream.seen[0]["x-api-key"] == KEY
+    _lines(log, proxied)
     for path in (log, tmp_path / "anthropic.jsonl"):
         text = path.read_text()
         assert text.count("\n") == 1 and KEY[:8] not in text and KEY[-8:] not in text
@@ -204,14 +207,16 @@ def test_upstream_down_gives_502_with_a_readable_body(log):
 
 def test_other_paths_pass_through_unlogged(proxied, log):
     assert httpx.get(proxied.base_url + "/v1/models").json() == {"data": [{"id": "ok"}]}
+    assert httpx.post(proxied.base_url + "/v1/embeddings", json={"model": "ok", "input": "x"}).status_code == 200
     assert httpx.post(proxied.base_url + CHAT, content=b"").status_code == 200, "a body that is not JSON is passed on"
-    assert log.read_text() == ""
+    assert _lines(log, proxied) == []
 
 
 def test_concurrent_requests_give_whole_lines(proxied, log):
     def send(worker: int) -> None:
-        for turn in range(3):
-            body = _chat("no-stream", f"{worker}-{turn} " + "x" * 200_000)
+        for turn in range(3):  # many small parts: a line written piece by piece would interleave
+            body = _chat("no-stream", f"{worker}-{turn}")
+            body["messages"] += [{"role": "user", "content": f"part {index}"} for index in range(4000)]
             assert httpx.post(proxied.base_url + CHAT, json=body, timeout=30).status_code == 200
 
     threads = [threading.Thread(target=send, args=(worker,)) for worker in range(8)]
@@ -219,7 +224,7 @@ def test_concurrent_requests_give_whole_lines(proxied, log):
         thread.start()
     for thread in threads:
         thread.join()
-    lines = _lines(log)
+    lines = _lines(log, proxied)
     sent = {line["request"]["messages"][0]["content"].split()[0] for line in lines}
     assert len(lines) == 24 and sent == {f"{w}-{t}" for w in range(8) for t in range(3)}
 
@@ -238,7 +243,7 @@ def test_doctor_finds_the_break_sent_through_the_proxy(proxied, log, tmp_path):
         body = {"model": "ok", "messages": messages, "stream": True}
         assert httpx.post(proxied.base_url + CHAT, json=body).status_code == 200
     # the doctor on main reads plain bodies; once it reads {"request": ...} lines, give it the log itself
-    bodies = "".join(json.dumps(line["request"]) + "\n" for line in _lines(log))
+    bodies = "".join(json.dumps(line["request"]) + "\n" for line in _lines(log, proxied))
     analysis = doctor.analyse(doctor.load_inputs([("captured.jsonl", bodies.encode())]))
     assert [f.breaks_cache for f in analysis.findings] == [False, False, True]
     found = analysis.findings[2]
@@ -247,25 +252,31 @@ def test_doctor_finds_the_break_sent_through_the_proxy(proxied, log, tmp_path):
     assert found.cause in (doctor.TIMESTAMP, doctor.SYSTEM_PROMPT_CHANGED)  # main's doctor says the latter
 
 
-def test_cli_prints_where_to_point_the_agent_and_stops_on_ctrl_c(fake_api, log):
+def test_cli_says_where_to_point_the_agent_and_ctrl_c_lets_a_call_in_flight_finish(log):
     script = ("import argparse, sys; from core import capture_cli as c; p = argparse.ArgumentParser(); "
               "c.add_arguments(p); sys.exit(c.run(p.parse_args(sys.argv[1:])))")
-    process = subprocess.Popen([sys.executable, "-c", script, "--upstream", fake_api.base_url, "--port", "0",
-                                "--out", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               cwd=Path(__file__).resolve().parent.parent)
-    try:
-        base = ""
-        assert process.stdout is not None
-        while not base:
-            line = process.stdout.readline()
-            assert line, "the proxy exited before saying where it listens"
-            if "OpenAI-compatible base URL:" in line:
-                base = line.split("base URL:")[1].split()[0]
-        assert httpx.post(base + "/chat/completions", json=_chat()).status_code == 200
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=10)
-    finally:
-        process.kill()
+    with FakeOpenAIServer(token_delay=0.2) as fake:
+        process = subprocess.Popen([sys.executable, "-c", script, "--upstream", fake.base_url, "--port", "0",
+                                    "--out", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   cwd=Path(__file__).resolve().parent.parent)
+        try:
+            base = ""
+            assert process.stdout is not None
+            while not base:
+                line = process.stdout.readline()
+                assert line, "the proxy exited before saying where it listens"
+                if "OpenAI-compatible base URL:" in line:
+                    base = line.split("base URL:")[1].split()[0]
+            received = b""
+            with httpx.stream("POST", base + "/chat/completions", json=_chat(), timeout=30) as response:
+                for data in response.iter_raw():
+                    if not received:
+                        process.send_signal(signal.SIGINT)  # stop while the answer is still streaming
+                    received += data
+            out, err = process.communicate(timeout=15)
+        finally:
+            process.kill()
+    assert received.endswith(b"data: [DONE]\n\n") and received.count(b'"content": "') == 6
     assert process.returncode == 0, err
     assert "calls logged: 1" in out and "Traceback" not in err
     assert len(_lines(log)) == 1

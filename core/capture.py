@@ -171,17 +171,19 @@ class CaptureServer(ThreadingHTTPServer):
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"--upstream must be an http:// or https:// URL, got {upstream!r}")
-        self.log = CaptureLog(log_path)
-        self.in_flight = InFlight()
         try:
-            super().__init__((host, port), CaptureHandler)
-        except OSError:
-            self.log.close()
-            raise
+            self.log = CaptureLog(log_path)
+        except OSError as exc:
+            raise OSError(f"cannot open the log {log_path}: {exc.strerror or exc}") from exc
         self.host = host
         self.upstream = upstream.rstrip("/")
         self.echo = echo
+        self.in_flight = InFlight()
         self.client = httpx.Client(timeout=UPSTREAM_TIMEOUT)
+        try:
+            super().__init__((host, port), CaptureHandler)  # on failure it calls server_close: all is closed
+        except OSError as exc:
+            raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         self._thread: threading.Thread | None = None
 
     @property

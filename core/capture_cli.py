@@ -28,11 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         server = CaptureServer(args.upstream, args.out, args.host, args.port, echo=True)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"error: cannot listen on {args.host}:{args.port} or open {args.out}: {exc}", file=sys.stderr)
         return 2
     base = server.base_url
     print(f"Capturing {server.upstream} into {args.out.resolve()} (appending).\n"

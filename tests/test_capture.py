@@ -3,8 +3,10 @@ recorded Anthropic stream served by a small real server; then the doctor on what
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core import doctor
+from core import capture_cli, doctor
 from core.capture import CaptureServer
 from core.capture_record import ResponseWatcher
 from tests.fake_openai import FakeOpenAIServer
@@ -280,3 +282,19 @@ def test_cli_says_where_to_point_the_agent_and_ctrl_c_lets_a_call_in_flight_fini
     assert process.returncode == 0, err
     assert "calls logged: 1" in out and "Traceback" not in err
     assert len(_lines(log)) == 1
+
+
+def test_bad_arguments_get_a_clear_message(tmp_path, capsys):
+    with pytest.raises(ValueError, match="must be an http:// or https:// URL, got 'api.openai.com'"):
+        CaptureServer("api.openai.com", tmp_path / "log.jsonl")
+    parser = argparse.ArgumentParser()
+    capture_cli.add_arguments(parser)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        cases = [(["--out", str(tmp_path / "missing" / "log.jsonl")], "cannot open the log"),
+                 (["--out", str(tmp_path / "log.jsonl"), "--port", port], f"cannot listen on 127.0.0.1:{port}")]
+        for argv, needle in cases:
+            assert capture_cli.run(parser.parse_args(["--upstream", "http://127.0.0.1:9", *argv])) == 2
+            assert needle in capsys.readouterr().err

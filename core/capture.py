@@ -42,6 +42,7 @@ class CaptureHandler(BaseHTTPRequestHandler):
 
     server: CaptureServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # a small SSE chunk goes out at once, not after the agent's delayed ACK
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
         pass  # the default line would show the query string, where some APIs put the key

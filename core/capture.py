@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.capture_record import CaptureLog, ResponseWatcher, secrets_of
+from core.capture_record import CaptureLog, ResponseWatcher, scrub, secrets_of
 
 LOGGED_ENDPOINTS = ("/chat/completions", "/responses", "/completions", "/messages")
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -85,12 +85,13 @@ class CaptureHandler(BaseHTTPRequestHandler):
                 response = watcher.result(upstream.status_code, self._relay(upstream, watcher))
             finally:
                 upstream.close()
-        error = f" ({response['error']})" if "error" in response else ""
+        secrets = secrets_of(self.headers.items(), target.query)
+        error = f" ({scrub(response['error'], secrets)})" if "error" in response else ""
         self.server.say(f"{self.command} {target.path} -> {response['status']} in {response['total_ms']:.0f} ms"
                         f"{', logged' if request is not None else ''}{error}")
         if request is not None:
             record = {"request": request, "response": response, "endpoint": target.path, "time": when}
-            self.server.log.append(record, secrets_of(self.headers.items(), target.query))
+            self.server.log.append(record, secrets)
 
     def _logged_request(self, path: str, body: bytes) -> Any:
         """The JSON body of a model call, or None for a request that is passed through unlogged."""

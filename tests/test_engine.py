@@ -174,3 +174,64 @@ def test_a_missing_compiler_names_the_package(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tools))
     with pytest.raises(EngineError, match=r"needs make, g\+\+: run `sudo apt-get install make g\+\+`"):
         build_native(lambda line: None, source=tmp_path)
+
+
+def test_the_sidebar_says_a_sigill_binary_lacks_cpu_instructions(monkeypatch, tmp_path):
+    from tests.test_app import app
+    from ui.backend import embedded_server
+
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(sigill_binary(tmp_path / "bin")))
+    embedded_server.clear()  # a server another test started would be reused
+    at = app().run()
+    first_line = at.sidebar.error[0].value
+    assert first_line.startswith("This llama-server build") and "run `make engine`" in first_line
+    at.sidebar.button(key="retry_engine").click().run()
+    assert "it died with SIGILL" in at.sidebar.error[0].value
+    embedded_server.clear()
+
+
+def build_panel() -> None:
+    from core.content import Texts
+    from ui.engine_build import offer_native_build
+
+    offer_native_build(Texts("en"))
+
+
+def test_the_sidebar_build_shows_progress_and_the_result(monkeypatch, tmp_path):
+    from functools import partial
+
+    from streamlit.testing.v1 import AppTest
+
+    from core import engine_build
+    from ui import engine_build as panel
+
+    project = tmp_path / "tiny"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(TINY_PROJECT.replace("add_executable(other other.c)\n", ""))
+    (project / "main.c").write_text("int main(void) { return 0; }\n")
+    monkeypatch.setattr(engine_build, "build_native", partial(engine_build.build_native, source=project))
+    panel._job.clear()
+    at = AppTest.from_function(build_panel, default_timeout=60).run()
+    at.button(key="build_engine").click().run()
+    job = panel._job()
+    job.thread.join(120)
+    assert job.percent == 100 and any("Built target llama-server" in line for line in job.lines)
+    at.run()
+    assert at.success[0].value == f"Built {native_binary()}. Press Retry to start it."
+    (project / "CMakeLists.txt").write_text("message(FATAL_ERROR \"no compiler here\")\n")
+    native_binary().unlink()
+    panel._job.clear()
+    at = AppTest.from_function(build_panel, default_timeout=60).run()
+    at.button(key="build_engine").click().run()
+    panel._job().thread.join(120)
+    at.run()
+    assert at.error[0].value == "The engine build failed:" and "no compiler here" in at.code[0].value
+    panel._job.clear()
+
+
+@pytest.mark.llama
+def test_several_slots_share_one_unified_kv_cache(tmp_path):
+    with LocalServer(context=2048, slots=4, log_dir=tmp_path) as server:
+        props = httpx.get(server.url + "/props", timeout=10).json()
+        assert props["total_slots"] == 4 and "--kv-unified" in server.command()
+    assert "kv_unified = 'true'" in server.log_path.read_text()

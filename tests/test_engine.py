@@ -171,6 +171,28 @@ def test_the_native_build_builds_caches_and_is_chosen(tmp_path):
     assert lines == [f"A native build is already cached: {built}"]
 
 
+@pytest.mark.parametrize("decode,rebuilt", [(30.0, True), (60.0, False)])
+def test_a_native_build_slower_than_the_prebuilt_engine_is_rebuilt_without_avx512(monkeypatch, tmp_path, decode,
+                                                                                     rebuilt):
+    from core import engine_build
+
+    if platform.machine() != "x86_64":
+        pytest.skip("AVX-512 is an x86_64 instruction set")
+    project = tmp_path / "tiny"
+    project.mkdir()
+    (project / "CMakeLists.txt").write_text(TINY_PROJECT.replace("add_executable(other other.c)\n", ""))
+    (project / "main.c").write_text("int main(void) { return 0; }\n")
+    speeds = iter([decode, 67.0])  # what the probe would measure: this build, then the one without AVX-512
+    monkeypatch.setattr(engine_build, "_decode_speed", lambda binary, progress: next(speeds))
+    monkeypatch.setattr(engine_build, "_prebuilt_decode_speed", lambda progress: 65.0)
+    lines: list[str] = []
+    build_native(lines.append, source=project)
+    cache = (tmp_path / "cache" / "prefill-lab" / "build" / native_binary().parent.name / "CMakeCache.txt").read_text()
+    assert ("building again without AVX-512" in "\n".join(lines)) is rebuilt
+    assert ("-mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -mno-avx512f" in cache) is rebuilt
+    assert "-mno-amx-tile" in cache
+
+
 def test_a_missing_compiler_names_the_package(monkeypatch, tmp_path):
     tools = tmp_path / "tools"
     script(tools / "cmake", "exit 0\n")

@@ -202,14 +202,15 @@ def test_a_missing_compiler_names_the_package(monkeypatch, tmp_path):
 
 
 def test_the_sidebar_says_a_sigill_binary_lacks_cpu_instructions(monkeypatch, tmp_path):
-    from tests.test_app import app
-    from ui.backend import embedded_server
+    from tests.apptest import app
+    from ui.engine import embedded_server
 
     monkeypatch.setenv("LLAMA_SERVER_BIN", str(sigill_binary(tmp_path / "bin")))
     embedded_server.clear()  # a server another test started would be reused
     at = app().run()
     first_line = at.sidebar.error[0].value
     assert first_line.startswith("This llama-server build") and "run `make engine`" in first_line
+    assert at.sidebar.button(key="build_engine").label == "Build an engine for this CPU"  # offered right there
     at.sidebar.button(key="retry_engine").click().run()
     assert "it died with SIGILL" in at.sidebar.error[0].value
     embedded_server.clear()

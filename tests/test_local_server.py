@@ -140,7 +140,7 @@ def test_cli_cache_experiment_on_embedded_default(tmp_path):
     import json
 
     data = json.loads(out.read_text())
-    assert data["settings"]["backend"] == "llama" and data["settings"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert data["settings"]["backend"] == "local" and data["settings"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     rounds = data["rounds"]
     assert [(r["experiment"], r["strategy"], r["round"], r["error"]) for r in rounds] == [
         ("prefix_cache", "append_only", 1, ""), ("prefix_cache", "append_only", 2, ""),

@@ -98,8 +98,8 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
           f"as cached, ${cost:.6f} input cost vs ${ideal:.6f} append-only.")
     for item in doctor.audit(analysis):
         if item.issues:
-            print(f"breakpoint audit: round {item.round}, {item.where} ({item.tokens:,} tokens, ttl {item.ttl or '-'}): "
-                  f"{', '.join(item.issues)}")
+            print(f"breakpoint audit: round {item.round}, {item.where} ({item.tokens:,} tokens, "
+                  f"ttl {item.ttl or '-'}): {', '.join(item.issues)}")
 
 
 def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: list[Any]) -> dict[str, Any]:
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     unread = [name for name, transcript in inputs if not transcript.rounds]
-    for name, transcript in inputs:
+    for _, transcript in inputs:
         for error in transcript.errors:
             print(f"not read: {error}", file=sys.stderr)
     if unread:

@@ -85,7 +85,7 @@ def snippet(text: str, position: int, radius: int = 60) -> str:
 def _calibrated(transcript: Transcript, rendered: list[Rendered]) -> TokenCounter:
     """An estimate corrected by the prompt tokens the providers reported, where the log has them."""
     counter = EstimatingTokenCounter()
-    pairs = [(len(r.text), round_.measured.prompt_tokens) for r, round_ in zip(rendered, transcript.rounds)
+    pairs = [(len(r.text), round_.measured.prompt_tokens) for r, round_ in zip(rendered, transcript.rounds, strict=True)
              if round_.measured and round_.measured.prompt_tokens]
     if pairs:
         counter.observe(sum(c for c, _ in pairs), sum(t for _, t in pairs))
@@ -130,7 +130,7 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
     findings: list[RoundFinding] = []
     analysis = Analysis(findings, " and ".join(how), list(transcript.errors), transcript.rounds, rendered, counter,
                         list(transcript.notes))
-    for index, (current, cur_round) in enumerate(zip(rendered, transcript.rounds)):
+    for index, (current, cur_round) in enumerate(zip(rendered, transcript.rounds, strict=True)):
         tokens = counter.count(current.text)
         finding = RoundFinding(index + 1, False, causes.NONE, None, None, None, 0, 0, tokens, tokens, tokens, 0.0,
                                counter.exact, cur_round.format)

@@ -40,7 +40,7 @@ def _dynamic(text: str) -> bool:
 def audit(analysis: Analysis, rule: BillingRule = BILLING_RULES["Anthropic"]) -> list[AuditItem]:
     """One item per breakpoint of every Anthropic round, plus request-wide issues."""
     items: list[AuditItem] = []
-    for index, (round_, rendered) in enumerate(zip(analysis.rounds, analysis.rendered)):
+    for index, (round_, rendered) in enumerate(zip(analysis.rounds, analysis.rendered, strict=True)):
         if round_.format != ANTHROPIC:
             continue
         number, finding = index + 1, analysis.findings[index]
@@ -57,8 +57,9 @@ def audit(analysis: Analysis, rule: BillingRule = BILLING_RULES["Anthropic"]) ->
             if later and min(later) > rule.lookback_blocks:
                 items.append(AuditItem(number, "request", finding.prompt_tokens, "", [LOOKBACK]))
         gap = None
-        if index + 1 < len(analysis.rounds) and round_.time and analysis.rounds[index + 1].time:
-            gap = (analysis.rounds[index + 1].time - round_.time).total_seconds()
+        following = analysis.rounds[index + 1].time if index + 1 < len(analysis.rounds) else None
+        if round_.time and following:
+            gap = (following - round_.time).total_seconds()
         for point in rendered.breakpoints:
             tokens = analysis.counter.count(rendered.text[:point.end])
             issues = []

@@ -88,7 +88,8 @@ def _tools_cause(prev: Round, cur: Round) -> str:
     return TOOLS_CHANGED
 
 
-def classify(prev: Round, cur: Round, old: Rendered, new: Rendered, span_prev: Span | None, span_cur: Span | None) -> str:
+def classify(prev: Round, cur: Round, old: Rendered, new: Rendered, span_prev: Span | None,
+             span_cur: Span | None) -> str:
     """Why two rounds differ where they first differ."""
     field_name = span_cur.field if span_cur else span_prev.field if span_prev else ""
     fields = {field_name, span_prev.field if span_prev else ""}

@@ -65,7 +65,8 @@ def _block(part: dict[str, Any]) -> Block:
         field = "thinking" if part.get("thought") else "content"
         return Block(field, str(part.get("text", part.get("refusal", ""))), ttl)
     if kind in ("image", "image_url", "input_image") or "inlineData" in part:
-        return Block("image", _media("image", part.get("source") or part.get("image_url") or part.get("inlineData")), ttl)
+        source = part.get("source") or part.get("image_url") or part.get("inlineData")
+        return Block("image", _media("image", source), ttl)
     if kind in ("document", "file", "input_file") or "fileData" in part:
         return Block("attachment", _media("file", part.get("source") or part.get("file") or part.get("fileData")), ttl)
     if kind == "tool_use" or "functionCall" in part:
@@ -89,9 +90,10 @@ def _tools(tools: Any, where: str) -> tuple[list[Block], list[Any] | None]:
         raise ValueError(f'{where}: "tools" is not a list')
     flat: list[Any] = []
     for tool in tools:  # Gemini groups function declarations in one tool
-        flat.extend(tool["functionDeclarations"] if isinstance(tool, dict) and "functionDeclarations" in tool else [tool])
-    rendered = [Block("tools", _dump({k: v for k, v in t.items() if k != "cache_control"} if isinstance(t, dict) else t),
-                      _ttl(t)) for t in flat]
+        grouped = isinstance(tool, dict) and "functionDeclarations" in tool
+        flat.extend(tool["functionDeclarations"] if grouped else [tool])
+    bare = [{k: v for k, v in t.items() if k != "cache_control"} if isinstance(t, dict) else t for t in flat]
+    rendered = [Block("tools", _dump(b), _ttl(t)) for b, t in zip(bare, flat, strict=True)]
     return rendered, flat
 
 
@@ -181,7 +183,8 @@ def _response_item(item: Any, where: str, i: int) -> Message:
         call = {k: item[k] for k in ("call_id", "name", "arguments") if k in item}
         return Message("assistant", [Block("tool_calls", _dump(call))])
     if kind == "function_call_output":
-        return Message("tool", [Block("content", f"<tool_call_id>{item.get('call_id', '')}{_dump(item.get('output', ''))}")])
+        output = _dump(item.get("output", ""))
+        return Message("tool", [Block("content", f"<tool_call_id>{item.get('call_id', '')}{output}")])
     if kind == "reasoning":
         summary = "".join(s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict))
         return Message("assistant", [Block("thinking", summary + str(item.get("encrypted_content") or ""))])
@@ -202,11 +205,13 @@ def responses_round(body: dict[str, Any], where: str, endpoint: str = "") -> Rou
 
 def gemini_round(body: dict[str, Any], where: str, endpoint: str = "") -> Round:
     system = body.get("systemInstruction") or body.get("system_instruction")
-    messages = [Message("system", blocks(system.get("parts") if isinstance(system, dict) else system))] if system else []
+    parts = system.get("parts") if isinstance(system, dict) else system
+    messages = [Message("system", blocks(parts))] if system else []
     for i, c in enumerate(_messages(body.get("contents"), where, "contents")):
         if not isinstance(c, dict) or not isinstance(c.get("parts"), list):
             raise ValueError(f'{where}: content {i} has no "parts" list')
-        messages.append(Message("assistant" if c.get("role") == "model" else str(c.get("role", "user")), blocks(c["parts"])))
+        role = "assistant" if c.get("role") == "model" else str(c.get("role", "user"))
+        messages.append(Message(role, blocks(c["parts"])))
     tools, raw = _tools(body.get("tools"), where)
     model = body.get("model") or (endpoint.split("models/", 1)[1].split(":", 1)[0] if "models/" in endpoint else None)
     return Round(messages, tools, where, GEMINI, model, {}, _plain(messages), raw)

@@ -34,7 +34,8 @@ def measured(response: Any) -> Measured | None:
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else response
     if isinstance(_get(response, "usageMetadata"), dict):
         meta = response["usageMetadata"]
-        return Measured(meta.get("promptTokenCount"), int(meta.get("cachedContentTokenCount") or 0), 0, "cachedContentTokenCount")
+        cached = int(meta.get("cachedContentTokenCount") or 0)
+        return Measured(meta.get("promptTokenCount"), cached, 0, "cachedContentTokenCount")
     if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
         read, write = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
         return Measured(int(usage.get("input_tokens") or 0) + read + write, read, write, "cache_read_input_tokens")
@@ -49,7 +50,8 @@ def measured(response: Any) -> Measured | None:
         return Measured(usage.get("prompt_tokens"), int(usage["cached_tokens"] or 0), 0, "cached_tokens")
     timings = response.get("timings")
     if isinstance(timings, dict) and "cache_n" in timings:
-        return Measured(int(timings.get("prompt_n", 0)) + int(timings["cache_n"]), int(timings["cache_n"]), 0, "timings.cache_n")
+        reused = int(timings["cache_n"])
+        return Measured(int(timings.get("prompt_n", 0)) + reused, reused, 0, "timings.cache_n")
     return None
 
 
@@ -118,7 +120,8 @@ def parse_json_array(text: str, name: str = "input") -> Transcript:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TranscriptError(f"{name} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}).") from None
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise TranscriptError(f"{name} is not valid JSON ({exc.msg} at {where}).") from None
     if isinstance(data, dict) and isinstance(data.get("requests"), list):
         data = data["requests"]
     if isinstance(data, dict):

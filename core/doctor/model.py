@@ -88,7 +88,8 @@ class Transcript:
 def tool_name(tool: Any) -> str:
     """A tool's name in any format (chat's nested ``function``, or flat), else its JSON."""
     if isinstance(tool, dict):
-        inner = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        function = tool.get("function")
+        inner = function if isinstance(function, dict) else tool
         if "name" in inner:
             return str(inner["name"])
     return json.dumps(tool, sort_keys=True)

@@ -60,7 +60,8 @@ def load_rules(path: Path = RULES_FILE) -> dict[str, BillingRule]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     rules = {}
     for item in data["rule"]:
-        item = {**item, "formats": tuple(item.get("formats", ())), "minimum_by_model": dict(item.get("minimum_by_model", {}))}
+        item = {**item, "formats": tuple(item.get("formats", ())),
+                "minimum_by_model": dict(item.get("minimum_by_model", {}))}
         rules[item["name"]] = BillingRule(**item)
     return rules
 

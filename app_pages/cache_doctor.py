@@ -6,15 +6,16 @@ import pandas as pd
 import streamlit as st
 
 from core import doctor
-from core.doctor import BILLING_RULES, BillingRule
-from core.prompts import EstimatingTokenCounter
+from core.doctor import BILLING_RULES
 from ui.backend import EMBEDDED, LLAMA_URL, current_choice, hosted, open_connection, texts
-from ui.charts import doctor_chart
+from ui.doctor_charts import doctor_chart, measured_chart
 from ui.experiment import run_controls, show_run
 
 t = texts()
 st.title(t("doctor.title"))
 st.markdown(t.rich("doctor.idea"), unsafe_allow_html=True)
+with st.expander(t("doctor_input.capture_title")):
+    st.markdown(t("doctor_input.capture"))
 
 files = st.file_uploader(t("doctor.upload"), accept_multiple_files=True, key="doctor_files")
 pasted = st.text_area(t("doctor.paste"), key="doctor_paste", height=100)
@@ -39,13 +40,19 @@ if cached is None or cached["digest"] != digest:
         st.stop()
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
 transcript = cached["transcript"]
+if not transcript.rounds:
+    st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
+             icon=":material/error:")
+    st.stop()
 for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
-if not transcript.rounds:
-    st.stop()
+st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
+             rounds=len(transcript.rounds)))
+if transcript.notes:
+    st.info(t("doctor_input.server_history"), icon=":material/cloud:")
 
 if transcript.kind == "system_prompt":
-    prompt = transcript.rounds[0].messages[0]["content"]
+    prompt = transcript.rounds[0].messages[0].text()
     transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
     st.subheader(t("doctor.compare_title"))
     st.caption(t("doctor.compare_caption"))
@@ -60,7 +67,7 @@ def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
     key = (name, choice.url if choice else None)
     if key not in cache:
         if choice is None:
-            cache[key] = doctor.analyse(item, EstimatingTokenCounter())
+            cache[key] = doctor.analyse(item)
         else:
             try:
                 conn = open_connection(choice)
@@ -87,6 +94,11 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
     if first:
         st.error(cause_text(first), icon=":material/heart_broken:")
         st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{first.cause}')}")
+    elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
+        st.info(t("doctor_input.server_history"), icon=":material/cloud:")
+    elif analysis.errors:
+        st.warning(t("doctor_input.partial", rounds=len(findings), unread=len(analysis.errors)),
+                   icon=":material/warning:")
     else:
         later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
         st.success(t("doctor.clean", median=sorted(later)[len(later) // 2]), icon=":material/check_circle:")
@@ -112,37 +124,74 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
             right.caption(t("doctor.current", round=finding.round))
             right.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.new_snippet}</pre>")
             st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{finding.cause}')}")
+    measured_section(name, findings)
+    audit_section(name, analysis)
     billing_section(name, analysis)
+
+
+def measured_section(name: str, findings: list[dict]) -> None:
+    """The provider's own cache hits (from the usage the log carries) beside the prediction, with a verdict."""
+    rows = [f for f in findings if f["measured_cached_tokens"] is not None]
+    if not rows:
+        return
+    st.subheader(t("doctor_input.measured_title"))
+    provider = rows[0]["provider"]
+    st.caption(t("doctor_input.measured_caption", source=BILLING_RULES[provider].usage_field, provider=provider))
+    st.altair_chart(measured_chart(findings, t), width="stretch", key=f"doctor-measured-{name}")
+    st.dataframe(pd.DataFrame([{"round": f["round"], "measured": f["measured_cached_tokens"],
+                                "predicted": f["predicted_cached_tokens"], "verdict": t(f"verdict.{f['verdict']}")}
+                               for f in rows]), hide_index=True, key=f"doctor-measured-table-{name}")
+
+
+def audit_section(name: str, analysis: doctor.Analysis) -> None:
+    """Each Anthropic cache_control and what keeps it from paying off."""
+    items = doctor.audit(analysis)
+    if not items:
+        return
+    st.subheader(t("doctor_input.audit_title"))
+    st.caption(t("doctor_input.audit_caption"))
+    if not any(item.issues for item in items):
+        st.success(t("doctor_input.audit_clean"))
+    st.dataframe(pd.DataFrame([{**item.to_dict(), "issues": "; ".join(t(f"audit.{i}") for i in item.issues)}
+                               for item in items]), hide_index=True, key=f"doctor-audit-{name}")
 
 
 @st.fragment
 def billing_section(name: str, analysis: doctor.Analysis) -> None:
     """Its own fragment: editing a price reruns this section only, not the analysis above."""
     st.subheader(t("doctor.provider"))
-    rule_name = st.selectbox(t("doctor.provider_rule"), list(BILLING_RULES), key=f"doctor_rule_{name}")
+    names = list(BILLING_RULES)
+    usual = max(names, key=[f.provider for f in analysis.findings].count)
+    rule_name = st.selectbox(t("doctor.provider_rule"), names, index=names.index(usual), key=f"doctor_rule_{name}")
     base = BILLING_RULES[rule_name]
+    st.caption(t("doctor_input.rule_source", note=base.note, source=base.source, checked=base.checked))
     edited = st.data_editor(
         pd.DataFrame([{"minimum": base.minimum, "step": base.step, "input_per_million": base.input_per_million,
                        "cached_per_million": base.cached_per_million}]),
         hide_index=True, key=f"doctor_prices_{name}_{rule_name}", num_rows="fixed")
     row = edited.iloc[0]
-    rule = BillingRule(rule_name, int(row["minimum"]), max(int(row["step"]), 1), float(row["input_per_million"]),
-                       float(row["cached_per_million"]))
+    rule = base.edited(minimum=int(row["minimum"]), step=max(int(row["step"]), 1),
+                       input_per_million=float(row["input_per_million"]),
+                       cached_per_million=float(row["cached_per_million"]))
     bill = doctor.billing(analysis, rule)
     st.caption(t("doctor.prices"))
     st.info(t("doctor.bill", cached=sum(r["cached_tokens"] for r in bill), prompt=sum(r["prompt_tokens"] for r in bill),
               cost=sum(r["cost"] for r in bill), ideal_cached=sum(r["append_only_cached_tokens"] for r in bill),
               ideal=sum(r["append_only_cost"] for r in bill)))
+    written = sum(r["written_tokens"] for r in bill)
+    if written:
+        st.caption(t("doctor_input.write_bill", written=written))
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav") for name in transcripts])
-for tab, (name, item) in zip(tabs, transcripts.items()):
+tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav")
+                for name in transcripts])
+for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:
         result = analyse_cached(name, item)
         if isinstance(result, str):
             st.error(result)
-            result = doctor.analyse(item, EstimatingTokenCounter())
+            result = doctor.analyse(item)
         analyses[name] = result
         show_analysis(name, result)
 
@@ -169,6 +218,6 @@ def draw(runs, t, key):
 
 planned = sum(len(item.rounds) for item in transcripts.values())
 planned_tokens = sum(f.prompt_tokens + 8 for analysis in analyses.values() for f in analysis.findings)
-run = run_controls("doctor", {"inputs": [n for n, _ in inputs], "rounds": planned}, make_source, planned, planned_tokens,
-                   recorded=False)
+run = run_controls("doctor", {"inputs": [n for n, _ in inputs], "rounds": planned}, make_source, planned,
+                   planned_tokens, recorded=False)
 show_run(run, draw, "doctor")

@@ -1,11 +1,10 @@
 """The analysis: each round against the one before (where the cache breaks, why, what it costs), and,
 where the log has the response's usage, the provider's measured hit beside the prediction.
 
-A round *breaks the cache* when the first difference lies before the previous round's final
-message, i.e. it loses prefix the previous round had built. A change inside the previous round's
-final message (dynamic content at the very end) costs only that message and is not a breaker.
-Rounds given as whole prompts (one text file each) break when more than `END_TOLERANCE_TOKENS`
-of the previous prompt are lost.
+A round *breaks the cache* when it loses prefix the previous round had built. A change inside the
+previous round's final message that loses at most `END_TOLERANCE_TOKENS` (dynamic content at the
+very end) is not a breaker; rounds given as whole prompts (one text file each) are judged by the
+same tolerance.
 """
 
 from __future__ import annotations
@@ -113,9 +112,8 @@ def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round
     last_start = previous.message_starts[last] if last < len(previous.message_starts) else len(previous.text)
     in_last = span_prev is not None and span_prev.message_index == last and span_prev.field != "role"
     in_last = in_last or (span_prev is not None and span_prev.field == "template" and common >= last_start)
-    if len(prev_round.messages) == 1 and not prev_round.tools:  # whole prompts: judge by what is lost
-        in_last = counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS
-    if in_last:
+    whole_prompts = len(prev_round.messages) == 1 and not prev_round.tools
+    if (in_last or whole_prompts) and counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS:
         return common, False, causes.END_OF_PROMPT, span_cur or span_prev
     cause = causes.classify(prev_round, cur_round, previous, current, span_prev, span_cur)
     return common, True, cause, span_cur or span_prev

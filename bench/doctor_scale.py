@@ -18,7 +18,8 @@ def transcript() -> doctor.Transcript:
     rounds = []
     for index in range(ROUNDS):
         stamp = f"2026-11-29T10:{index // 10:02d}:00Z"
-        messages = [{"role": "system", "content": f"Now: {stamp}\n{base}"}, {"role": "user", "content": f"Question {index}"}]
+        messages = [{"role": "system", "content": f"Now: {stamp}\n{base}"},
+                    {"role": "user", "content": f"Question {index}"}]
         rounds.append(chat_round({"messages": messages}, f"round {index + 1}"))
     return doctor.Transcript(rounds)
 

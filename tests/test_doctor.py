@@ -60,6 +60,21 @@ def test_the_same_rounds_get_the_same_diagnosis_in_every_format():
         assert diagnosis(analysis) == expected, name
 
 
+@pytest.mark.parametrize("line,fmt", [
+    ({"messages": [{"role": "user", "content": "hi"}]}, doctor.CHAT),
+    ({"system": "Be brief.", "messages": [{"role": "user", "content": "hi"}]}, doctor.ANTHROPIC),
+    ({"request": {"messages": [{"role": "user", "content": "hi"}]}, "endpoint": "/v1/messages"}, doctor.ANTHROPIC),
+    ({"tools": [{"name": "f", "input_schema": {}}], "messages": [{"role": "user", "content": "hi"}]}, doctor.ANTHROPIC),
+    ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "1"}]}]},
+     doctor.ANTHROPIC),
+    ({"input": "hi"}, doctor.RESPONSES), ({"instructions": "Be brief.", "input": []}, doctor.RESPONSES),
+    ({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}, doctor.GEMINI),
+    ({"request_body": {"contents": [{"parts": [{"text": "hi"}]}]}, "response_body": {}}, doctor.GEMINI),
+])
+def test_format_is_detected_per_line(line, fmt):
+    assert doctor.load_inputs([("log.jsonl", json.dumps(line).encode())]).formats == [fmt]
+
+
 def test_a_change_in_any_part_that_reaches_the_model_is_found():
     """Anthropic: the system blocks, tools and content blocks are all rendered (a silent all-clear before)."""
     bodies = [json.loads(line) for line in (FIXTURES / "scenario_anthropic.jsonl").read_text().splitlines()[2:]]

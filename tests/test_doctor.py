@@ -231,6 +231,48 @@ def test_breakpoint_audit():
     assert "below_minimum" in doctor.audit(analysis)[0].issues
 
 
+def anthropic_log(*bodies: dict) -> doctor.Analysis:
+    return doctor.analyse(doctor.load_inputs([("log.jsonl", "\n".join(json.dumps(b) for b in bodies).encode())]))
+
+
+def marked(text: str) -> dict:
+    return {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
+
+
+def test_anthropic_lookback_breakpoint_count_and_automatic_caching():
+    system = [marked("You review pull requests. " * 200)]
+    first = {"model": "claude-sonnet-4-5", "system": system,
+             "messages": [{"role": "user", "content": [marked("PR 1")]}]}
+    turns = [{"role": "assistant" if i % 2 else "user", "content": f"turn {i}"} for i in range(22)]
+    moved = [{"role": "user", "content": "PR 1"}] + turns[1:] + [{"role": "user", "content": [marked("go")]}]
+    analysis = anthropic_log(first, {**first, "messages": moved})  # the marker moved 22 blocks on
+    issues = {i.issues[0] for i in doctor.audit(analysis) if i.round == 2 and i.where == "request"}
+    assert issues == {"lookback_exceeded"}, "22 blocks after round 1's last breakpoint"
+    rows = doctor.billing(analysis, doctor.BILLING_RULES["Anthropic"])
+    system_end = analysis.rendered[0].breakpoints[0].end
+    assert rows[1]["cached_tokens"] == analysis.counter.count(analysis.rendered[1].text[:system_end]), \
+        "only the system prompt is read: the write at message 1 is beyond the lookback"
+    five = {**first, "messages": [{"role": "user", "content": [marked(f"part {i}") for i in range(4)]}]}
+    assert "too_many_breakpoints" in doctor.audit(anthropic_log(five))[0].issues
+    automatic = {"model": "claude-sonnet-4-5", "cache_control": {"type": "ephemeral"}, "system": "Be brief. " * 500,
+                 "messages": [{"role": "user", "content": "hi"}]}
+    item = doctor.audit(anthropic_log(automatic))[0]
+    assert (item.where, item.issues) == ("automatic", [])
+
+
+def test_replay_sends_other_formats_as_plain_chat():
+    round_ = doctor.load_paths([FIXTURES / "scenario_anthropic.jsonl"]).rounds[1]
+
+    class Api:
+        kind = "api"
+
+    request = doctor.replay_request(round_, Api())
+    assert "tools" not in request.extra, "Anthropic tool definitions are not sent to a chat endpoint"
+    assert request.messages[0]["role"] == "system" and request.messages[0]["content"].startswith("[tools]")
+    assert all(isinstance(m["content"], str) for m in request.messages)
+    assert [m["role"] for m in request.messages] == ["system", "user", "assistant", "user"]
+
+
 def test_measured_next_to_predicted():
     analysis = analyse("scenario_captured")
     assert [f.measured_cached_tokens for f in analysis.findings] == [0, 1400, 0, 0]

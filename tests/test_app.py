@@ -7,12 +7,13 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from core.export import to_csv, to_json
-from tests.apptest import KEY, ROOT, api_state, app, rendered
+from tests.apptest import KEY, api_state, app, rendered
 
 PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
          "app_pages/cache_doctor.py"]
 
 
+@pytest.mark.llama
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_page_renders_on_the_embedded_server(lang):
     at = app(lang=lang)
@@ -127,25 +128,35 @@ def test_key_never_reaches_the_page(fake_api):
     assert KEY not in table.to_csv()
 
 
+def _metric(at, label: str) -> str:
+    """The number shown by the metric whose label is ``label`` (without its unit)."""
+    return next(m.value for m in at.metric if m.label == label).split()[0]
+
+
 def test_home_page_quotes_this_sessions_numbers(fake_api):
     at = app(**api_state(fake_api))
     at.switch_page("app_pages/input_length.py").run()
     at.multiselect(key="input_sizes").set_value([128, 256]).run()
     at.button(key="run_input_length").click().run()
+    prefill = _metric(at, "Prefill speed")
     at.switch_page("app_pages/output_length.py").run()
     at.multiselect(key="output_lengths").set_value([8, 16]).run()
     at.button(key="run_output_length").click().run()
-    fake_api.cached_script = [0, 0, 500, 0, 2]
+    decode = _metric(at, "Decode speed")
+    fake_api.requests.clear()
+    fake_api.cached_script = [0, 0, 500, 0, 2]  # warm-up, append only 1 and 2, timestamp first 1 and 2
     _run_cache(at, rounds=2)
+    sent = [sum(len(m["content"]) for m in r["body"]["messages"]) // 4 for r in fake_api.requests]  # the fake's count
     at.switch_page("app_pages/home.py").run()
     text = rendered(at)
-    assert "reading a prompt token was" in text and "faster than writing an answer token" in text
-    assert "appending only recomputed a median of" in text
-    assert "your measurements" in text
+    assert f"[[prefill]] ran at {prefill} tokens/s" not in text  # phase marks are drawn, not shown raw
+    assert f"ran at {prefill} tokens/s" in text and f"at {decode} tokens/s" in text
+    assert f"appending only recomputed a median of {sent[2] - 500} tokens" in text
+    assert f"recomputed {sent[4] - 2}." in text
 
 
 def test_page_settings_survive_a_page_switch():
-    at = app(backend_kind="llama_url", llama_url="http://127.0.0.1:9")  # no server needed to change settings
+    at = app(backend="llama", llama_url="http://127.0.0.1:9")  # no server needed to change settings
     at.switch_page("app_pages/prefix_cache.py").run()
     at.number_input(key="cache_rounds").set_value(3).run()
     at.switch_page("app_pages/home.py").run()

@@ -16,6 +16,8 @@ from core.connect import Target, open_connection
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.prompts import ServerTokenCounter, default_document, fit_document
 
+pytestmark = pytest.mark.llama
+
 SMALL_DOC_TOKENS = 600
 
 
@@ -50,8 +52,8 @@ def test_props_and_exact_token_counts(local):
 
 
 def test_prefix_cache_append_reuses_timestamp_recomputes(local):
-    rows = list(ex.prefix_cache_rounds(local.backend, default_document(), local.counter,
-                                       ["append_only", "timestamp_first"], rounds=3, doc_tokens=SMALL_DOC_TOKENS,
+    document = fit_document(default_document(), SMALL_DOC_TOKENS, local.counter)
+    rows = list(ex.prefix_cache_rounds(local.backend, document, ["append_only", "timestamp_first"], rounds=3,
                                        answer_tokens=12))
     assert [r.error for r in rows] == [""] * 6
     append = [r for r in rows if r.strategy == "append_only"]

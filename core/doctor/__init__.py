@@ -42,15 +42,15 @@ from core.doctor.causes import (
 )
 from core.doctor.inputs import MAX_DOCTOR_BYTES, load_inputs, load_paths, parse_json_array, parse_jsonl
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, TEXT, Round, Transcript, TranscriptError
-from core.doctor.replay import replay, replay_request, simulate
+from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, simulate
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
 
 __all__ = [
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",
     "HISTORY_EDITED", "HISTORY_TRUNCATED", "IMAGE_REENCODED", "JSON_KEY_ORDER", "MAX_DOCTOR_BYTES", "MODEL_CHANGED",
-    "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "RESPONSES",
-    "SERVER_HISTORY", "SYSTEM_PROMPT_CHANGED", "TEXT", "THINKING_STRIPPED", "TIMESTAMP", "TOOLS_CHANGED", "TOOL_ORDER",
-    "WHITESPACE", "Analysis", "AuditItem", "BillingRule", "Round", "RoundFinding", "Transcript", "TranscriptError",
-    "analyse", "audit", "billing", "common_prefix_length", "load_inputs", "load_paths", "parse_json_array",
-    "parse_jsonl", "replay", "replay_request", "rule_for", "simulate", "snippet",
+    "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "REPLAY_ANSWER_TOKENS",
+    "RESPONSES", "SERVER_HISTORY", "SYSTEM_PROMPT_CHANGED", "TEXT", "THINKING_STRIPPED", "TIMESTAMP", "TOOLS_CHANGED",
+    "TOOL_ORDER", "WHITESPACE", "Analysis", "AuditItem", "BillingRule", "Round", "RoundFinding", "Transcript",
+    "TranscriptError", "analyse", "audit", "billing", "common_prefix_length", "load_inputs", "load_paths",
+    "parse_json_array", "parse_jsonl", "replay", "replay_request", "rule_for", "simulate", "snippet",
 ]

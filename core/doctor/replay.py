@@ -13,6 +13,8 @@ from core.doctor.model import CHAT, Round, Transcript
 from core.prompts import Conversation
 from core.results import RoundResult
 
+REPLAY_ANSWER_TOKENS = 8  # a replayed round only needs its prefill measured
+
 
 def simulate(system_prompt: str, strategy: str, rounds: int = 6) -> Transcript:
     """The rounds experiment 3 would send with ``system_prompt`` as its document, with stand-in answers."""
@@ -45,7 +47,7 @@ def replay_request(round_: Round, backend: Any) -> ChatRequest:
     for message in messages:
         if not isinstance(message.get("content"), str):
             message["content"] = _text(message.get("content") or "")
-    return ChatRequest(messages, max_tokens=8, extra=extra)
+    return ChatRequest(messages, max_tokens=REPLAY_ANSWER_TOKENS, extra=extra)
 
 
 def replay(transcript: Transcript, backend: Any, cancel: Any = None, on_progress: Any = None,

@@ -353,3 +353,14 @@ def test_replay_on_the_real_server(local):
     exact = doctor.analyse(doctor.simulate(document, "append_only", 3), local.counter, local.backend)
     assert exact.rendering.startswith("chat template") and exact.findings[0].tokens_exact
     assert abs(exact.findings[0].prompt_tokens - clean[0].prompt_tokens) <= 8
+
+
+@pytest.mark.llama
+def test_replay_of_an_anthropic_log_on_the_real_server(local):
+    """The server recomputes what the doctor says: everything in round 3 (the clock line), little otherwise."""
+    transcript = doctor.load_paths([FIXTURES / "scenario_anthropic.jsonl"])
+    rows = list(doctor.replay(transcript, local.backend))
+    assert [r.error for r in rows] == [""] * 4
+    assert rows[2].recomputed_tokens >= 0.8 * rows[2].prompt_tokens
+    for row in (rows[1], rows[3]):
+        assert row.recomputed_tokens <= 0.2 * row.prompt_tokens

@@ -273,6 +273,15 @@ def test_replay_sends_other_formats_as_plain_chat():
     assert [m["role"] for m in request.messages] == ["system", "user", "assistant", "user"]
 
 
+def test_times_in_any_shape_are_compared():
+    body = json.loads((FIXTURES / "scenario_anthropic.jsonl").read_text().splitlines()[0])
+    lines = [{"request": body, "time": "2026-11-30T05:00:00"}, {"request": body, "timestamp": 1796015400},
+             {"request": body, "created_at": 1796015410000}]
+    analysis = doctor.analyse(doctor.load_inputs([("log.jsonl", "\n".join(map(json.dumps, lines)).encode())]))
+    ttl = {item.round for item in doctor.audit(analysis) if "ttl_short" in item.issues}
+    assert ttl == {1}, "10 minutes after round 1 (naive ISO, as UTC), 10 s after round 2 (epoch s, then ms)"
+
+
 def test_measured_next_to_predicted():
     analysis = analyse("scenario_captured")
     assert [f.measured_cached_tokens for f in analysis.findings] == [0, 1400, 0, 0]

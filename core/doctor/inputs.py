@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -56,13 +56,15 @@ def measured(response: Any) -> Measured | None:
 
 
 def _time(line: dict[str, Any]) -> datetime | None:
+    """When the request was sent (epoch seconds or milliseconds, or ISO 8601; UTC when no zone is given)."""
     for key in TIME_KEYS:
         value = line.get(key)
         try:
             if isinstance(value, (int, float)):
-                return datetime.fromtimestamp(value / 1000 if value > 1e11 else value)
+                return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, timezone.utc)
             if isinstance(value, str):
-                return datetime.fromisoformat(value.replace("Z", "+00:00"))
+                moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
         except (ValueError, OverflowError, OSError):
             continue
     return None

@@ -35,23 +35,23 @@ def measured(response: Any) -> Measured | None:
     if isinstance(_get(response, "usageMetadata"), dict):
         meta = response["usageMetadata"]
         cached = int(meta.get("cachedContentTokenCount") or 0)
-        return Measured(meta.get("promptTokenCount"), cached, 0, "cachedContentTokenCount")
+        return Measured(meta.get("promptTokenCount"), cached, "cachedContentTokenCount")
     if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
         read, write = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
-        return Measured(int(usage.get("input_tokens") or 0) + read + write, read, write, "cache_read_input_tokens")
+        return Measured(int(usage.get("input_tokens") or 0) + read + write, read, "cache_read_input_tokens")
     if "prompt_cache_hit_tokens" in usage:
         hit = int(usage["prompt_cache_hit_tokens"] or 0)
-        return Measured(hit + int(usage.get("prompt_cache_miss_tokens") or 0), hit, 0, "prompt_cache_hit_tokens")
+        return Measured(hit + int(usage.get("prompt_cache_miss_tokens") or 0), hit, "prompt_cache_hit_tokens")
     for details, total in (("prompt_tokens_details", "prompt_tokens"), ("input_tokens_details", "input_tokens")):
         cached = _get(usage, details, "cached_tokens")
         if cached is not None or (details in usage and total in usage):
-            return Measured(usage.get(total), int(cached or 0), 0, "cached_tokens")
+            return Measured(usage.get(total), int(cached or 0), "cached_tokens")
     if "cached_tokens" in usage:
-        return Measured(usage.get("prompt_tokens"), int(usage["cached_tokens"] or 0), 0, "cached_tokens")
+        return Measured(usage.get("prompt_tokens"), int(usage["cached_tokens"] or 0), "cached_tokens")
     timings = response.get("timings")
     if isinstance(timings, dict) and "cache_n" in timings:
         reused = int(timings["cache_n"])
-        return Measured(int(timings.get("prompt_n", 0)) + reused, reused, 0, "timings.cache_n")
+        return Measured(int(timings.get("prompt_n", 0)) + reused, reused, "timings.cache_n")
     return None
 
 

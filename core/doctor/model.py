@@ -47,8 +47,7 @@ class Measured:
 
     prompt_tokens: int | None
     cached_tokens: int
-    cache_write_tokens: int = 0
-    source: str = ""
+    source: str = ""  # the usage field it came from
 
 
 @dataclass

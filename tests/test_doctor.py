@@ -125,6 +125,14 @@ def test_changing_value_at_the_very_end_is_not_a_breaker():
     assert all(f.cacheable_fraction > 0.8 for f in analysis.findings[1:])
 
 
+def test_a_developer_message_is_a_system_prompt():
+    bodies = [json.loads(line) for line in (FIXTURES / "system_prompt_changed.jsonl").read_text().splitlines()]
+    for body in bodies:
+        body["messages"][0]["role"] = "developer"
+    analysis = doctor.analyse(doctor.load_inputs([("log.json", json.dumps(bodies).encode())]))
+    assert analysis.first_break.cause == doctor.SYSTEM_PROMPT_CHANGED
+
+
 def test_clean_transcript_has_no_breaker():
     analysis = analyse("clean")
     assert analysis.first_break is None and all(f.cause == doctor.NONE for f in analysis.findings)

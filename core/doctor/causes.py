@@ -38,6 +38,7 @@ TIMESTAMP_PATTERN = re.compile(
 RANDOM_ID_PATTERN = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|\b[0-9a-fA-F]{12,}\b|\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}\b")
+SYSTEM_ROLES = ("system", "developer")
 THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>\s*", re.S)
 
 
@@ -107,7 +108,7 @@ def classify(prev: Round, cur: Round, old: Rendered, new: Rendered, span_prev: S
     role = prev.messages[index].role
     # a message dropped or summarised: later old messages reappear further up in the new round
     later_old = {m.key() for m in prev.messages[index + 1:]}
-    if role != "system" and any(m.key() in later_old for m in cur.messages[:index + 1]):
+    if role not in SYSTEM_ROLES and any(m.key() in later_old for m in cur.messages[:index + 1]):
         return HISTORY_TRUNCATED
     if role in ("assistant", "model") and (fields & {"thinking"} or "<think" in prev.messages[index].text()):
         if _without_thinking(prev, index) == _without_thinking(cur, index):
@@ -125,7 +126,7 @@ def classify(prev: Round, cur: Round, old: Rendered, new: Rendered, span_prev: S
         return TIMESTAMP
     if _matches_at(RANDOM_ID_PATTERN, old_win, at) and _matches_at(RANDOM_ID_PATTERN, new_win, at):
         return RANDOM_ID
-    if role == "system" and index == 0:
+    if role in SYSTEM_ROLES and index == 0:
         return SYSTEM_PROMPT_CHANGED
     if len(cur.messages) < len(prev.messages):
         return HISTORY_TRUNCATED

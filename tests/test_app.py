@@ -60,6 +60,22 @@ def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON"]
 
 
+def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api):
+    at = app(backend="anthropic", preset="Anthropic", base_url=fake_api.base_url, model="claude-test",
+             session_api_key=KEY)
+    at.run()
+    assert at.sidebar.selectbox(key="preset").options == ["Anthropic"]
+    at = _run_cache(at, rounds=2)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("cache_control" in m.value for m in at.markdown)  # the page explains explicit caching
+    assert all(r["path"] == "/v1/messages" and r["headers"]["x-api-key"] == KEY for r in fake_api.requests)
+    table = at.dataframe[0].value
+    append, stamp = table[table["strategy"] == "append_only"], table[table["strategy"] == "timestamp_first"]
+    assert append["reused_tokens"].iloc[1] > 0.9 * append["prompt_tokens"].iloc[1]
+    assert (stamp["reused_tokens"] == 0).all() and (stamp["cache_write_tokens"] > 0).all()
+    assert KEY not in rendered(at)
+
+
 def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
     at = app(**api_state(fake_api))
     at.switch_page("app_pages/prefix_cache.py").run()

@@ -9,9 +9,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
 
 from core import doctor
+from core.capture import CaptureServer
 from core.doctor.rules import RULES_FILE
 from core.prompts import default_document
 
@@ -355,6 +357,28 @@ def test_cli_refuses_binary_input(tmp_path):
     bad.write_bytes(b"\x00\x00binary")
     proc = cli(str(bad))
     assert proc.returncode == 2 and "binary" in proc.stderr
+
+
+@pytest.mark.parametrize("name,endpoint", [("scenario_chat", "/v1/chat/completions"),
+                                           ("scenario_anthropic", "/v1/messages")])
+def test_the_capture_proxys_log_is_read_with_its_usage(fake_api, tmp_path, name, endpoint):
+    """The rounds sent through `python -m core capture` to a real (fake) upstream, then the log itself."""
+    log = tmp_path / "capture.jsonl"
+    fake_api.cached_script = [0, 1200, 0, 1300]
+    with CaptureServer(fake_api.base_url, log) as proxy:
+        for line in (FIXTURES / f"{name}.jsonl").read_text().splitlines():
+            body = {**json.loads(line), "stream": True, "stream_options": {"include_usage": True}}
+            sent = httpx.post(proxy.base_url + endpoint, json=body, headers={"x-api-key": "sk-test-never-logged"},
+                              timeout=30)
+            assert sent.status_code == 200
+    assert "sk-test-never-logged" not in log.read_text()
+    analysis = doctor.analyse(doctor.load_paths([log]))
+    assert diagnosis(analysis) == diagnosis(analyse(name))
+    assert all(f.measured_cached_tokens is not None and f.verdict for f in analysis.findings)
+    if name == "scenario_chat":
+        assert [f.measured_cached_tokens for f in analysis.findings] == [0, 1200, 0, 1300]
+    else:  # the fake reads and writes at breakpoints as Anthropic does: nothing read after the clock changed
+        assert analysis.findings[1].measured_cached_tokens > 1000 and analysis.findings[2].measured_cached_tokens == 0
 
 
 @pytest.mark.llama

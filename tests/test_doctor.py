@@ -77,6 +77,12 @@ def test_format_is_detected_per_line(line, fmt):
     assert doctor.load_inputs([("log.jsonl", json.dumps(line).encode())]).formats == [fmt]
 
 
+def test_one_pretty_printed_request_is_one_round():
+    body = json.loads((FIXTURES / "scenario_anthropic.jsonl").read_text().splitlines()[0])
+    transcript = doctor.load_inputs([("request.json", json.dumps(body, indent=2).encode())])
+    assert (transcript.kind, transcript.formats, len(transcript.rounds)) == ("json", [doctor.ANTHROPIC], 1)
+
+
 def test_a_change_in_any_part_that_reaches_the_model_is_found():
     """Anthropic: the system blocks, tools and content blocks are all rendered (a silent all-clear before)."""
     bodies = [json.loads(line) for line in (FIXTURES / "scenario_anthropic.jsonl").read_text().splitlines()[2:]]

@@ -10,13 +10,12 @@ from core import doctor
 from core.backends import BACKENDS
 from core.connect import Connection
 from core.content import Texts
-from core.doctor import BILLING_RULES, BillingRule
 from core.experiments import Plan
-from core.prompts import EstimatingTokenCounter
 from core.runner import RowSource
-from ui.charts import doctor_chart
 from ui.connection import connect, current_target
 from ui.contract import ExperimentPlan, RunView
+from ui.doctor_charts import doctor_chart
+from ui.doctor_sections import audit_section, billing_section, measured_section
 from ui.experiment import run_controls, show_run
 from ui.secrets import hosted
 from ui.state import BACKEND_KEY
@@ -25,6 +24,8 @@ from ui.texts import texts
 t = texts()
 st.title(t("doctor.title"))
 st.markdown(t.rich("doctor.idea"), unsafe_allow_html=True)
+with st.expander(t("doctor_input.capture_title")):
+    st.markdown(t("doctor_input.capture"))
 
 files = st.file_uploader(t("doctor.upload"), accept_multiple_files=True, key="doctor_files")
 pasted = st.text_area(t("doctor.paste"), key="doctor_paste", height=100)
@@ -49,13 +50,17 @@ if cached is None or cached["digest"] != digest:
         st.stop()
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
 transcript = cached["transcript"]
+if not transcript.rounds:
+    st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
+             icon=":material/error:")
+    st.stop()
 for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
-if not transcript.rounds:
-    st.stop()
+st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
+             rounds=len(transcript.rounds)))
 
 if transcript.kind == "system_prompt":
-    prompt = transcript.rounds[0].messages[0]["content"]
+    prompt = transcript.rounds[0].messages[0].text()
     transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
     st.subheader(t("doctor.compare_title"))
     st.caption(t("doctor.compare_caption"))
@@ -70,7 +75,7 @@ def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
     key = (name, target.url if target else None)
     if key not in cache:
         if target is None:
-            cache[key] = doctor.analyse(item, EstimatingTokenCounter())
+            cache[key] = doctor.analyse(item)
         else:
             try:
                 conn = connect(target)
@@ -95,6 +100,11 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
     if first:
         st.error(cause_text(first), icon=":material/heart_broken:")
         st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{first.cause}')}")
+    elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
+        st.info(t("doctor_input.server_history"), icon=":material/cloud:")
+    elif analysis.errors:
+        st.warning(t("doctor_input.partial", rounds=len(findings), unread=len(analysis.errors)),
+                   icon=":material/warning:")
     else:
         later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
         st.success(t("doctor.clean", median=sorted(later)[len(later) // 2]), icon=":material/check_circle:")
@@ -120,37 +130,20 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
             right.caption(t("doctor.current", round=finding.round))
             right.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.new_snippet}</pre>")
             st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{finding.cause}')}")
-    billing_section(name, analysis)
-
-
-@st.fragment
-def billing_section(name: str, analysis: doctor.Analysis) -> None:
-    """Its own fragment: editing a price reruns this section only, not the analysis above."""
-    st.subheader(t("doctor.provider"))
-    rule_name = st.selectbox(t("doctor.provider_rule"), list(BILLING_RULES), key=f"doctor_rule_{name}")
-    base = BILLING_RULES[rule_name]
-    edited = st.data_editor(
-        pd.DataFrame([{"minimum": base.minimum, "step": base.step, "input_per_million": base.input_per_million,
-                       "cached_per_million": base.cached_per_million}]),
-        hide_index=True, key=f"doctor_prices_{name}_{rule_name}", num_rows="fixed")
-    row = edited.iloc[0]
-    rule = BillingRule(rule_name, int(row["minimum"]), max(int(row["step"]), 1), float(row["input_per_million"]),
-                       float(row["cached_per_million"]))
-    bill = doctor.billing(analysis, rule)
-    st.caption(t("doctor.prices"))
-    st.info(t("doctor.bill", cached=sum(r["cached_tokens"] for r in bill), prompt=sum(r["prompt_tokens"] for r in bill),
-              cost=sum(r["cost"] for r in bill), ideal_cached=sum(r["append_only_cached_tokens"] for r in bill),
-              ideal=sum(r["append_only_cost"] for r in bill)))
+    measured_section(name, findings, t)
+    audit_section(name, analysis, t)
+    billing_section(name, analysis, t)
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav") for name in transcripts])
-for tab, (name, item) in zip(tabs, transcripts.items()):
+tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav")
+                for name in transcripts])
+for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:
         result = analyse_cached(name, item)
         if isinstance(result, str):
             st.error(result)
-            result = doctor.analyse(item, EstimatingTokenCounter())
+            result = doctor.analyse(item)
         analyses[name] = result
         show_analysis(name, result)
 

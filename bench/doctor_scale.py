@@ -6,6 +6,7 @@ import time
 
 from bench.common import finish, spread, table
 from core import doctor
+from core.doctor.formats import chat_round
 from core.prompts import EstimatingTokenCounter, default_document
 
 ROUNDS, CHARS, REPEATS = 100, 200_000, 5
@@ -17,8 +18,9 @@ def transcript() -> doctor.Transcript:
     rounds = []
     for index in range(ROUNDS):
         stamp = f"2026-11-29T10:{index // 10:02d}:00Z"
-        rounds.append(doctor.Round([{"role": "system", "content": f"Now: {stamp}\n{base}"},
-                                    {"role": "user", "content": f"Question {index}"}]))
+        messages = [{"role": "system", "content": f"Now: {stamp}\n{base}"},
+                    {"role": "user", "content": f"Question {index}"}]
+        rounds.append(chat_round({"messages": messages}, f"round {index + 1}"))
     return doctor.Transcript(rounds)
 
 

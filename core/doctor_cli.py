@@ -1,9 +1,11 @@
 """Find what breaks the prefix cache in an agent's logged requests (the cache doctor).
 
-``python -m core doctor FILE...``. Without ``--backend`` the analysis is static: the documented stable serialization and token
-estimates (about 4 characters per token, labelled as estimates). ``--backend local`` (or ``llama
---url``) renders each round with the server's chat template and counts tokens exactly; add
-``--replay`` to send the rounds and print what the server really recomputed and reused.
+``python -m core doctor FILE...``: each JSON/JSONL log is read line by line in whatever format it
+holds (Chat Completions, OpenAI Responses, Anthropic Messages, Gemini, or a request/response
+wrapper such as ``python -m core capture`` writes); several plain text files are one prompt per
+round. Without ``--backend`` the analysis is static (a stable serialization, token estimates);
+with a llama-server it uses its chat template and exact counts, and ``--replay`` measures.
+``--fail-on-break`` exits 1 when a round breaks the cache for a cause not listed with ``--allow``.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -21,68 +25,136 @@ from core.backends import BACKENDS
 from core.cli_target import add_target_arguments, target_from_args
 from core.connect import open_connection
 from core.engine import EngineError
-from core.prompts import EstimatingTokenCounter
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, help="a JSONL/JSON request log, or one text file per round")
+    parser.add_argument("files", nargs="+", type=Path, help="JSONL/JSON request logs, or one text file per round")
     servers = [name for name, spec in BACKENDS.items() if spec.is_llama_server]
     add_target_arguments(parser, servers, None, context=False)
     parser.add_argument("--replay", action="store_true", help="also send the rounds and report what was recomputed")
-    parser.add_argument("--provider", choices=sorted(doctor.BILLING_RULES), help="show what this provider bills as cached")
+    parser.add_argument("--provider", choices=sorted(doctor.BILLING_RULES),
+                        help="bill with this provider's rule (default: the one each log's format or usage points to)")
     parser.add_argument("--json", type=Path, help="write one record per round as JSON")
+    parser.add_argument("--fail-on-break", action="store_true",
+                        help="exit 1 when a round breaks the cache for a cause not listed with --allow (a CI gate)")
+    parser.add_argument("--allow", action="append", default=[], choices=doctor.CAUSES, metavar="CAUSE",
+                        help=f"a cause you accept (repeatable): {', '.join(doctor.CAUSES)}")
+
+
+def _is_log(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(4096).lstrip()[:1] in (b"{", b"[")
+
+
+def _inputs(files: list[Path]) -> list[tuple[str, doctor.Transcript]]:
+    """Each JSON/JSONL log on its own; plain text files together, one round each."""
+    logs = [p for p in files if _is_log(p)]
+    texts = [p for p in files if p not in logs]
+    out = [(str(p), doctor.load_paths([p])) for p in logs]
+    if texts:
+        out.append((", ".join(map(str, texts)), doctor.load_paths(texts)))
+    return out
+
+
+def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
+    measured = any(f.measured_cached_tokens is not None for f in analysis.findings)
+    print(f"{'round':>5} {'breaks':>6} {'cause':>22} {'msg':>4} {'field':>10} {'diff@':>7} {'prefix':>7} "
+          f"{'prompt':>7} {'recomp':>7} {'append':>7}" + ("  measured/predicted cached" if measured else "")
+          + ("  replay: recomputed/reused" if replayed else ""))
+    for index, f in enumerate(analysis.findings):
+        line = (f"{f.round:>5} {'YES' if f.breaks_cache else '-':>6} {f.cause:>22} "
+                f"{f.message_index if f.message_index is not None else '-':>4} {f.field or '-':>10} "
+                f"{f.first_diff_char if f.first_diff_char is not None else '-':>7} {f.common_prefix_tokens:>7} "
+                f"{f.prompt_tokens:>7} {f.recomputed_tokens:>7} {f.append_only_recomputed_tokens:>7}")
+        if f.measured_cached_tokens is not None:
+            line += f"  {f.measured_cached_tokens}/{f.predicted_cached_tokens} ({f.provider}: {f.verdict})"
+        if index < len(replayed):
+            row = replayed[index]
+            line += f"  {row.recomputed_tokens}/{row.reused_tokens}" + (f" ERROR {row.error}" if row.error else "")
+        print(line)
+
+
+def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, provider: str | None) -> None:
+    first = analysis.first_break
+    if first:
+        where = "the tool list" if first.message_index is None else f"message {first.message_index}"
+        print(f"The cache first breaks in round {first.round}: {first.cause} in {where} ({first.field}) "
+              f"at character {first.first_diff_char}.")
+    elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
+        print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
+              "on the server and cannot be checked.")
+    elif transcript.errors:
+        print(f"No break among the {len(analysis.findings)} rounds read; {len(transcript.errors)} lines could not "
+              "be read and were not checked.")
+    else:
+        print("No round breaks the cache: every round extends the previous one.")
+    totals = analysis.totals()
+    print(f"Recomputed in all: {totals['recomputed']:,} tokens; an append-only version: {totals['append_only']:,}.")
+    name = provider or Counter(f.provider for f in analysis.findings).most_common(1)[0][0]
+    rule = doctor.BILLING_RULES[name]
+    rows = doctor.billing(analysis, rule)
+    cost, ideal = sum(r["cost"] for r in rows), sum(r["append_only_cost"] for r in rows)
+    print(f"{name} ({rule.source}, checked {rule.checked}): {sum(r['cached_tokens'] for r in rows):,} tokens billed "
+          f"as cached, ${cost:.6f} input cost vs ${ideal:.6f} append-only.")
+    for item in doctor.audit(analysis):
+        if item.issues:
+            print(f"breakpoint audit: round {item.round}, {item.where} ({item.tokens:,} tokens, "
+                  f"ttl {item.ttl or '-'}): {', '.join(item.issues)}")
+
+
+def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: list[Any]) -> dict[str, Any]:
+    records = []
+    for index, f in enumerate(analysis.findings):
+        record = f.to_dict()
+        record.pop("old_snippet"), record.pop("new_snippet")
+        if index < len(replayed):
+            record["replay"] = replayed[index].to_dict()
+        records.append(record)
+    return {"format": analysis.formats, "rendering": analysis.rendering, "errors": analysis.errors,
+            "notes": transcript.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
 def run(args: argparse.Namespace) -> int:
-    """Without --backend: a static analysis; with a llama-server: exact tokens, and --replay."""
+    """Exit 0 when analysed, 1 with --fail-on-break and a defect, 2 when input or backend cannot be used."""
     try:
-        transcript = doctor.load_paths(args.files)
+        inputs = _inputs(args.files)
     except (OSError, doctor.TranscriptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for error in transcript.errors:
-        print(f"skipped: {error}", file=sys.stderr)
+    unread = [name for name, transcript in inputs if not transcript.rounds]
+    for _, transcript in inputs:
+        for error in transcript.errors:
+            print(f"not read: {error}", file=sys.stderr)
+    if unread:
+        print(f"error: no round could be read from {', '.join(unread)}", file=sys.stderr)
+        return 2
+    results = []
     with ExitStack() as stack:
         try:
             conn = None if args.backend is None else stack.enter_context(open_connection(target_from_args(args, stack)))
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
-        counter = conn.counter if conn else EstimatingTokenCounter()
-        analysis = doctor.analyse(transcript, counter, conn.backend if conn else None)
-        replayed = list(doctor.replay(transcript, conn.backend)) if args.replay and conn else []
-    print(f"{len(analysis.findings)} rounds, rendered with the {analysis.rendering}; tokens "
-          f"{'exact' if counter.exact else 'estimated (~4 chars/token)'}.")
-    print(f"{'round':>5} {'breaks':>6} {'cause':>22} {'msg':>4} {'field':>10} {'diff@':>7} {'prefix':>7} "
-          f"{'prompt':>7} {'recomp':>7} {'append':>7}" + ("  replay: recomputed/reused" if replayed else ""))
-    for index, f in enumerate(analysis.findings):
-        line = (f"{f.round:>5} {'YES' if f.breaks_cache else '-':>6} {f.cause:>22} {f.message_index if f.message_index is not None else '-':>4} "
-                f"{f.field or '-':>10} {f.first_diff_char if f.first_diff_char is not None else '-':>7} "
-                f"{f.common_prefix_tokens:>7} {f.prompt_tokens:>7} {f.recomputed_tokens:>7} {f.append_only_recomputed_tokens:>7}")
-        if index < len(replayed):
-            row = replayed[index]
-            line += f"  {row.recomputed_tokens}/{row.reused_tokens}" + (f" ERROR {row.error}" if row.error else "")
-        print(line)
-    first = analysis.first_break
-    totals = analysis.totals()
-    if first:
-        print(f"The cache first breaks in round {first.round}: {first.cause} in message {first.message_index} "
-              f"({first.field}) at character {first.first_diff_char}.")
-    else:
-        print("No round breaks the cache: every round extends the previous one.")
-    print(f"Recomputed in all: {totals['recomputed']:,} tokens; an append-only version: {totals['append_only']:,}.")
-    if args.provider:
-        rows = doctor.billing(analysis, doctor.BILLING_RULES[args.provider])
-        cost, ideal = sum(r["cost"] for r in rows), sum(r["append_only_cost"] for r in rows)
-        print(f"{args.provider}: {sum(r['cached_tokens'] for r in rows):,} tokens billed as cached, "
-              f"${cost:.6f} input cost vs ${ideal:.6f} append-only.")
+        for name, transcript in inputs:
+            analysis = doctor.analyse(transcript, conn.counter if conn else None, conn.backend if conn else None)
+            replayed = list(doctor.replay(transcript, conn.backend)) if args.replay and conn else []
+            results.append((name, transcript, analysis, replayed))
+    for name, transcript, analysis, replayed in results:
+        print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
+              f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
+        for note in transcript.notes:
+            print(f"note: {note}")
+        _print_findings(analysis, replayed)
+        _print_summary(analysis, transcript, args.provider)
     if args.json:
-        records = []
-        for index, f in enumerate(analysis.findings):
-            record = f.to_dict()
-            record.pop("old_snippet"), record.pop("new_snippet")
-            if index < len(replayed):
-                record["replay"] = replayed[index].to_dict()
-            records.append(record)
-        args.json.write_text(json.dumps({"rendering": analysis.rendering, "errors": analysis.errors, "rounds": records}, indent=2))
+        records = [{"file": name, **_record(a, t, r)} for name, t, a, r in results]
+        args.json.write_text(json.dumps(records[0] if len(records) == 1 else {"files": records}, indent=2))
+    if args.fail_on_break:
+        defects = [(name, f) for name, _, a, _ in results for f in a.findings
+                   if f.breaks_cache and f.cause not in args.allow]
+        if defects:
+            name, f = defects[0]
+            print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
+                  f"in {'the tool list' if f.message_index is None else f'message {f.message_index}'} ({f.field})")
+            return 1
     return 0

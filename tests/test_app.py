@@ -7,7 +7,7 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from core.export import to_csv, to_json
-from tests.apptest import KEY, ROOT, api_state, app, rendered
+from tests.apptest import KEY, api_state, app, rendered
 
 PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
          "app_pages/cache_doctor.py"]
@@ -142,33 +142,6 @@ def test_key_never_reaches_the_page(fake_api):
     assert "is not valid" in page and KEY not in page
     table = at.dataframe[0].value
     assert KEY not in table.to_csv()
-
-
-def test_cache_doctor_page_finds_the_breaker_and_replays(fake_api):
-    fixture = ROOT / "tests" / "data" / "doctor" / "timestamp.jsonl"
-    at = app(**api_state(fake_api))
-    at.switch_page("app_pages/cache_doctor.py").run()
-    at.file_uploader(key="doctor_files").upload("agent.jsonl", fixture.read_bytes(), "application/json").run()
-    assert not at.exception
-    assert at.error[0].value.startswith("Round 3 broke the cache: a timestamp or date that changes, in message 0")
-    assert "Move the time to the end" in rendered(at)
-    table = at.dataframe[0].value
-    assert list(table["breaks_cache"]) == [False, False, True, True]
-    at.button(key="run_doctor").click().run()
-    assert any("Done: 4 rounds" in s.value for s in at.success)
-    assert len(fake_api.requests) == 4 and fake_api.requests[2]["body"]["tools"], "rounds replayed as logged"
-
-
-def test_cache_doctor_page_reports_bad_lines_and_bad_files(fake_api):
-    fixture = ROOT / "tests" / "data" / "doctor" / "malformed.jsonl"
-    at = app(**api_state(fake_api))
-    at.switch_page("app_pages/cache_doctor.py").run()
-    at.file_uploader(key="doctor_files").upload("log.jsonl", fixture.read_bytes(), "application/json").run()
-    warnings = [w.value for w in at.warning]
-    assert any("line 2: not valid JSON" in w for w in warnings) and any("line 3" in w for w in warnings)
-    assert any("No round breaks the cache" in s.value for s in at.success)
-    at.file_uploader(key="doctor_files").set_value(("log.jsonl", "\u00e9t\u00e9".encode("latin-1"), "text/plain")).run()
-    assert any("not valid UTF-8" in e.value for e in at.error) and not at.exception
 
 
 def _metric(at, label: str) -> str:

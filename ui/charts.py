@@ -144,20 +144,3 @@ def prefix_diagram(t: Texts, slices: int = 12) -> alt.Chart:
                         legend=alt.Legend(orient="bottom")),
     ).properties(height=alt.Step(40))
 
-
-def doctor_chart(findings: Sequence[dict], t: Texts, replayed: Sequence[RoundResult] = ()) -> alt.Chart:
-    """Recomputed tokens per round as sent (prefill colour) against an append-only version."""
-    actual, ideal, measured = t("doctor.series_actual"), t("doctor.series_append"), t("doctor.measured")
-    rows = [{"round": f["round"], "series": actual, "tokens": f["recomputed_tokens"]} for f in findings]
-    rows += [{"round": f["round"], "series": ideal, "tokens": f["append_only_recomputed_tokens"]} for f in findings]
-    rows += [{"round": r.round, "series": measured, "tokens": r.recomputed_tokens} for r in replayed
-             if r.recomputed_tokens is not None and not r.error]
-    domain = [actual, ideal, measured]
-    return alt.Chart(pd.DataFrame(rows)).mark_line(point=True).encode(
-        x=alt.X("round:O", title=t("cache.x"), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("tokens:Q", title=t("cache.y_tokens")),
-        color=alt.Color("series:N", title=None, scale=alt.Scale(domain=domain, range=[PREFILL, CACHE_HIT, SERIES[0]]),
-                        legend=alt.Legend(orient="bottom")),
-        strokeDash=alt.StrokeDash("series:N", scale=alt.Scale(domain=domain, range=[[1, 0], [5, 4], [2, 2]]), legend=None),
-        tooltip=["round", "series", alt.Tooltip("tokens:Q", format=",")],
-    ).properties(title=t("doctor.chart_title"), height=300)

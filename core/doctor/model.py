@@ -1,0 +1,99 @@
+"""What every input format is read into: rounds of messages made of blocks, in the order the model sees them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# input formats, as named to the user
+CHAT = "chat completions"
+RESPONSES = "responses"
+ANTHROPIC = "anthropic messages"
+GEMINI = "gemini generateContent"
+TEXT = "text"
+
+
+class TranscriptError(ValueError):
+    """The input cannot be read as rounds at all; the message says why."""
+
+
+@dataclass
+class Block:
+    """One part of a message as it reaches the model. ``field`` names it in findings (content, tool_calls,
+    thinking, image, attachment, tool_call_id, name); ``breakpoint`` is an Anthropic ``cache_control`` TTL."""
+
+    field: str
+    text: str
+    breakpoint: str | None = None
+
+
+@dataclass
+class Message:
+    role: str
+    blocks: list[Block]
+
+    def text(self, fields: tuple[str, ...] | None = None) -> str:
+        return "".join(b.text for b in self.blocks if fields is None or b.field in fields)
+
+    def key(self) -> str:
+        return json.dumps([self.role, [(b.field, b.text) for b in self.blocks]])
+
+
+@dataclass
+class Measured:
+    """A provider's own account of one request: prompt tokens (cached ones included) and cached tokens."""
+
+    prompt_tokens: int | None
+    cached_tokens: int
+    source: str = ""  # the usage field it came from
+
+
+@dataclass
+class Round:
+    """One request. ``messages`` start with the system prompt (``role`` system) in every format; ``keyed``
+    holds the request parameters the provider's cache is keyed on, rendered before the messages."""
+
+    messages: list[Message]
+    tools: list[Block] = field(default_factory=list)
+    source: str = ""
+    format: str = TEXT
+    model: str | None = None
+    keyed: dict[str, Any] = field(default_factory=dict)
+    chat: list[dict[str, Any]] = field(default_factory=list)  # chat-completions messages, for replay and templates
+    raw_tools: list[Any] | None = None
+    measured: Measured | None = None
+    time: datetime | None = None
+    server_history: bool = False  # a Responses previous_response_id: the history is not in the body
+    auto_cache: str | None = None  # Anthropic top-level cache_control TTL (automatic caching)
+
+    def tool_names(self) -> list[str]:
+        return [tool_name(t) for t in self.raw_tools or []]
+
+
+@dataclass
+class Transcript:
+    rounds: list[Round]
+    errors: list[str] = field(default_factory=list)
+    kind: str = "jsonl"  # jsonl | json | files | system_prompt | simulated
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def formats(self) -> list[str]:
+        return sorted({r.format for r in self.rounds})
+
+
+def tool_name(tool: Any) -> str:
+    """A tool's name in any format (chat's nested ``function``, or flat), else its JSON."""
+    if isinstance(tool, dict):
+        function = tool.get("function")
+        inner = function if isinstance(function, dict) else tool
+        if "name" in inner:
+            return str(inner["name"])
+    return json.dumps(tool, sort_keys=True)
+
+
+def text_round(role: str, text: str, source: str) -> Round:
+    """A whole prompt given as plain text (one file per round, or a system prompt)."""
+    return Round([Message(role, [Block("content", text)])], source=source, chat=[{"role": role, "content": text}])

@@ -152,7 +152,7 @@ def test_cli_cache_experiment_on_embedded_default(tmp_path):
     assert append_2["recomputed_tokens"] <= 32 and append_2["reused_tokens"] > 300
     assert stamp_2["recomputed_tokens"] >= 0.9 * stamp_2["prompt_tokens"]
     csv_lines = (tmp_path / "cache.csv").read_text().splitlines()
-    assert len(csv_lines) == 5 and csv_lines[1].startswith("llama,SmolLM2-135M-Instruct.Q4_1.gguf,http://127.0.0.1:")
+    assert len(csv_lines) == 5 and csv_lines[1].startswith("local,SmolLM2-135M-Instruct.Q4_1.gguf,http://127.0.0.1:")
     assert ",prefix_cache,1,append_only," in csv_lines[1] and ",prefix_cache,2,timestamp_first," in csv_lines[4]
 
 

@@ -14,7 +14,6 @@ import pandas as pd
 from core import experiments as ex
 from core.content import Texts
 from core.palette import CACHE_HIT, DECODE, PREFILL, SERIES
-from core.results import RoundResult
 from ui.contract import RunView
 
 Runs = Sequence[RunView]

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from core import doctor
+from core.backends import LlamaServerBackend, OpenAICompatBackend
 from core.capture import CaptureServer
 from core.doctor.rules import RULES_FILE
 from core.prompts import default_document
@@ -411,3 +412,12 @@ def test_replay_of_an_anthropic_log_on_the_real_server(local):
     assert rows[2].recomputed_tokens >= 0.8 * rows[2].prompt_tokens
     for row in (rows[1], rows[3]):
         assert row.recomputed_tokens <= 0.2 * row.prompt_tokens
+
+
+def test_replayed_tools_go_in_a_preamble_for_llama_server_and_as_tools_for_an_api():
+    round_ = doctor.load_paths([FIXTURES / "tool_order.jsonl"]).rounds[0]
+    assert round_.raw_tools
+    to_llama = doctor.replay_request(round_, LlamaServerBackend("http://127.0.0.1:9"))
+    assert to_llama.messages[0]["content"].startswith("[tools]\n") and "tools" not in to_llama.extra
+    to_api = doctor.replay_request(round_, OpenAICompatBackend("http://127.0.0.1:9/v1", "m"))
+    assert to_api.extra["tools"] == round_.raw_tools and not to_api.messages[0]["content"].startswith("[tools]")

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from core.backends import ChatRequest
+from core.backends import ChatRequest, LlamaServerBackend
 from core.doctor.formats import chat_round
 from core.doctor.model import CHAT, Round, Transcript
 from core.prompts import Conversation
@@ -36,7 +36,7 @@ def replay_request(round_: Round, backend: Any) -> ChatRequest:
     messages = [dict(m) for m in round_.chat]
     extra: dict[str, Any] = {}
     if round_.raw_tools:
-        if getattr(backend, "kind", "") == "llama" or round_.format != CHAT:
+        if isinstance(backend, LlamaServerBackend) or round_.format != CHAT:
             preamble = "[tools]\n" + json.dumps(round_.raw_tools, ensure_ascii=False) + "\n"
             if messages and messages[0].get("role") == "system":
                 messages[0]["content"] = preamble + _text(messages[0].get("content") or "")

@@ -131,10 +131,11 @@ class LocalServer:
 
     def __init__(self, binary: Path | None = None, model: Path | None = None, *, context: int = DEFAULT_CONTEXT,
                  port: int | None = None, threads: int | None = None, log_dir: Path | None = None,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0, slots: int = 1) -> None:
         self.binary = binary or find_server_binary()
         self.model = model or find_model()
         self.context = context
+        self.slots = slots
         self.port = port or free_port()
         self.threads = threads
         self.startup_timeout = startup_timeout
@@ -153,8 +154,10 @@ class LocalServer:
         return ServerInfo(self.url, str(self.model), str(self.binary), self.context, str(self.log_path))
 
     def command(self) -> list[str]:
-        cmd = [str(self.binary), "-m", str(self.model), "-c", str(self.context), "-np", "1",
+        cmd = [str(self.binary), "-m", str(self.model), "-c", str(self.context), "-np", str(self.slots),
                "--host", "127.0.0.1", "--port", str(self.port)]
+        if self.slots > 1:
+            cmd.append("--kv-unified")  # the slots share one context instead of splitting it
         if self.threads:
             cmd += ["-t", str(self.threads)]
         return cmd

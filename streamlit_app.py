@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from ui.backend import render_sidebar, texts
+from ui.sidebar import render_sidebar
+from ui.texts import texts
 
 st.set_page_config(page_title="Prefill Lab", page_icon=":material/timer:", layout="wide")
 t = texts()

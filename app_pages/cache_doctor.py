@@ -1,16 +1,26 @@
 """Cache doctor: which round of your own transcript broke the prefix cache, where, why, and the cost."""
 
 import hashlib
+from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
 
 from core import doctor
+from core.backends import BACKENDS
+from core.connect import Connection
+from core.content import Texts
 from core.doctor import BILLING_RULES, BillingRule
+from core.experiments import Plan
 from core.prompts import EstimatingTokenCounter
-from ui.backend import EMBEDDED, LLAMA_URL, current_choice, hosted, open_connection, texts
+from core.runner import RowSource
 from ui.charts import doctor_chart
+from ui.connection import connect, current_target
+from ui.contract import ExperimentPlan, RunView
 from ui.experiment import run_controls, show_run
+from ui.secrets import hosted
+from ui.state import BACKEND_KEY
+from ui.texts import texts
 
 t = texts()
 st.title(t("doctor.title"))
@@ -18,7 +28,7 @@ st.markdown(t.rich("doctor.idea"), unsafe_allow_html=True)
 
 files = st.file_uploader(t("doctor.upload"), accept_multiple_files=True, key="doctor_files")
 pasted = st.text_area(t("doctor.paste"), key="doctor_paste", height=100)
-server_ready = st.session_state.get("backend_kind", EMBEDDED) in (EMBEDDED, LLAMA_URL)
+server_ready = BACKENDS[st.session_state.get(BACKEND_KEY, "local")].is_llama_server
 use_server = st.toggle(t("doctor.use_server"), value=server_ready, disabled=not server_ready, key="doctor_use_server",
                        help=t("doctor.use_server_help"))
 
@@ -56,20 +66,18 @@ else:
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
     """Analysis per transcript and backend, kept with the input (rendering with a server costs requests)."""
     cache = cached["analyses"]
-    choice = current_choice() if use_server else None
-    key = (name, choice.url if choice else None)
+    target = current_target() if use_server else None
+    key = (name, target.url if target else None)
     if key not in cache:
-        if choice is None:
+        if target is None:
             cache[key] = doctor.analyse(item, EstimatingTokenCounter())
         else:
             try:
-                conn = open_connection(choice)
+                conn = connect(target)
             except Exception as exc:  # noqa: BLE001 - shown to the user; the static analysis still works
                 return f"{t('common.backend_error')} {exc}"
-            try:
+            with conn:
                 cache[key] = doctor.analyse(item, conn.counter, conn.backend)
-            finally:
-                conn.backend.close()
     return cache[key]
 
 
@@ -150,16 +158,16 @@ st.subheader(t("doctor.replay"))
 st.caption(t("doctor.replay_help"))
 
 
-def make_source(conn):
+def make_source(conn: Connection) -> RowSource:
     def rows(cancel, progress):
         for name, item in transcripts.items():
             yield from doctor.replay(item, conn.backend, cancel, progress, label=name)
     return rows
 
 
-def draw(runs, t, key):
+def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     """Measured against predicted, per transcript, redrawn after every replayed round."""
-    rows = runs[0][1]
+    rows = runs[0].rows
     for name, analysis in analyses.items():
         mine, slot = [r for r in rows if r.strategy == name], st.empty()
         if mine:
@@ -167,8 +175,8 @@ def draw(runs, t, key):
             slot.altair_chart(chart, width="stretch", key=f"doctor-replay-{name}-{key}")
 
 
-planned = sum(len(item.rounds) for item in transcripts.values())
-planned_tokens = sum(f.prompt_tokens + 8 for analysis in analyses.values() for f in analysis.findings)
-run = run_controls("doctor", {"inputs": [n for n, _ in inputs], "rounds": planned}, make_source, planned, planned_tokens,
-                   recorded=False)
-show_run(run, draw, "doctor")
+replay_plan = Plan(sum(len(item.rounds) for item in transcripts.values()),
+                   sum(f.prompt_tokens + doctor.REPLAY_ANSWER_TOKENS for a in analyses.values() for f in a.findings))
+plan = ExperimentPlan("doctor", {"inputs": [n for n, _ in inputs], "rounds": replay_plan.requests}, replay_plan,
+                      make_source)
+show_run(run_controls(plan, recorded=False), draw, "doctor")

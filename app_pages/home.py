@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from ui.backend import texts
 from ui.charts import prefix_diagram, timeline_chart
 from ui.measured import measured
+from ui.texts import texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
 
@@ -35,10 +35,18 @@ source = t("home.source_measured") if m.prefill_tps and m.decode_tps else t("hom
 st.altair_chart(timeline_chart(2000, 40, prefill_tps, decode_tps, t), width="stretch")
 st.caption(t("home.timeline_caption", prompt=2000, output=40, prefill=prefill_tps, decode=decode_tps, source=source))
 
-for number, section in enumerate(t.raw("home.sections")):
+
+
+def draw_prefix_diagram() -> None:
+    st.markdown(f"**{t('home.cache_title')}**")
+    st.altair_chart(prefix_diagram(t), width="stretch")
+    st.caption(t("home.cache_caption"))
+
+
+FIGURES = {"prefix_diagram": draw_prefix_diagram}  # a section's `figure` in content/*.toml names one of these
+
+for section in t.raw("home.sections"):
     st.subheader(section["heading"])
     st.markdown(t.colour(section["body"]), unsafe_allow_html=True)
-    if number == 4:  # after the prefix-caching section
-        st.markdown(f"**{t('home.cache_title')}**")
-        st.altair_chart(prefix_diagram(t), width="stretch")
-        st.caption(t("home.cache_caption"))
+    if "figure" in section:
+        FIGURES[section["figure"]]()

@@ -1,13 +1,19 @@
 """Experiment 1: TTFT and server prefill time against prompt length."""
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from core import experiments as ex
+from core.connect import Connection
+from core.content import Texts
 from core.prompts import default_document
+from core.runner import RowSource
 from core.verdicts import input_verdict
-from ui.backend import texts
 from ui.charts import input_chart
+from ui.contract import ExperimentPlan, RunView
 from ui.experiment import explain, run_controls, show_run
+from ui.texts import texts
 
 t = texts()
 st.title(t("input.title"))
@@ -19,14 +25,14 @@ with st.expander(t("common.settings"), expanded=True):
     repeats = st.number_input(t("common.repeats"), 1, 5, key="input_repeats")
 
 
-def make_source(conn):
+def make_source(conn: Connection) -> RowSource:
     fitting = ex.sizes_that_fit(sorted(sizes), conn.context)
     return lambda cancel, progress: ex.input_length_sweep(conn.backend, default_document(), conn.counter, fitting,
                                                           repeats, cancel=cancel, on_progress=progress)
 
 
-def draw(runs, t, key):
-    rows = runs[0][1]
+def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+    rows = runs[0].rows
     summary = ex.summarize_input(rows)
     a, b, c = st.columns(3)
     a.metric(t("input.metric_speed"), f"{summary.prefill_tokens_per_s:,.0f} tok/s" if summary.prefill_tokens_per_s else "–")
@@ -45,6 +51,5 @@ def draw(runs, t, key):
     explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
 
 
-planned_tokens = (sum(sizes) + 8 * len(sizes)) * repeats
-run = run_controls(ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, make_source, len(sizes) * repeats, planned_tokens)
-show_run(run, draw, ex.INPUT)
+plan = ExperimentPlan(ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, ex.plan_input(sizes, repeats), make_source)
+show_run(run_controls(plan), draw, ex.INPUT)

@@ -1,13 +1,19 @@
 """Experiment 2: total time and per-token time against answer length."""
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from core import experiments as ex
+from core.connect import Connection
+from core.content import Texts
+from core.runner import RowSource
 from core.verdicts import output_verdict
-from ui.backend import texts
 from ui.charts import output_charts
+from ui.contract import ExperimentPlan, RunView
 from ui.experiment import explain, run_controls, show_run
 from ui.measured import measured
+from ui.texts import texts
 
 t = texts()
 st.title(t("output.title"))
@@ -18,13 +24,13 @@ with st.expander(t("common.settings"), expanded=True):
     repeats = st.number_input(t("common.repeats"), 1, 5, key="output_repeats")
 
 
-def make_source(conn):
+def make_source(conn: Connection) -> RowSource:
     return lambda cancel, progress: ex.output_length_sweep(conn.backend, sorted(lengths), repeats, cancel=cancel,
                                                            on_progress=progress)
 
 
-def draw(runs, t, key):
-    rows = runs[0][1]
+def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+    rows = runs[0].rows
     summary = ex.summarize_output(rows)
     prefill_tps = measured().prefill_tps
     ratio = prefill_tps / summary.decode_tokens_per_s if prefill_tps and summary.decode_tokens_per_s else None
@@ -44,7 +50,6 @@ def draw(runs, t, key):
     explain(t, "output", shown, verdict)
 
 
-planned_tokens = (sum(lengths) + 60 * len(lengths)) * repeats
-run = run_controls(ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, make_source, len(lengths) * repeats,
-                   planned_tokens)
-show_run(run, draw, ex.OUTPUT)
+plan = ExperimentPlan(ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, ex.plan_output(lengths, repeats),
+                      make_source)
+show_run(run_controls(plan), draw, ex.OUTPUT)

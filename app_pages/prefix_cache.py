@@ -1,16 +1,23 @@
 """Experiment 3: the same long context for several rounds, appended to or broken at the start."""
 
 import hashlib
+from collections.abc import Sequence
 
 import streamlit as st
 
 from core import experiments as ex
-from core.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
+from core.connect import Connection
+from core.content import Texts
+from core.prompts import STRATEGIES, DocumentError, FittedDocument, default_document, read_document
+from core.runner import RowSource
 from core.samples import chapter_reference
 from core.verdicts import cache_verdict
-from ui.backend import fit_for_backend, hosted, texts
 from ui.charts import cache_token_chart, cache_ttft_chart
+from ui.contract import ExperimentPlan, RunView
+from ui.document import fit_for_backend
 from ui.experiment import explain, run_controls, show_run
+from ui.secrets import hosted
+from ui.texts import texts
 
 t = texts()
 st.title(t("cache.title"))
@@ -36,24 +43,28 @@ else:
 
 
 doc_id = hashlib.sha256(document.encode()).hexdigest()[:12]
-fitted = fit_for_backend(document, doc_id, int(doc_tokens), int(rounds))
-if isinstance(fitted, str):
-    st.error(f"{t('common.backend_error')} {fitted}")
-    fitted = None
+fitting = fit_for_backend(document, doc_id, int(doc_tokens), int(rounds))
+fitted: FittedDocument | None = None
+if isinstance(fitting, str):
+    st.error(f"{t('common.backend_error')} {fitting}")
 else:
+    fitted = fitting
     approx = "" if fitted.exact else "~"
     st.caption(t("cache.doc_cut" if fitted.truncated else "cache.doc_whole", tokens=f"{approx}{fitted.tokens:,}",
                  original=f"{approx}{fitted.original_tokens:,}"))
 
 
-def make_source(conn):
-    doc = fitted or fit_document(document, ex.cache_doc_budget(int(doc_tokens), conn.context, rounds), conn.counter)
-    return lambda cancel, progress: ex.prefix_cache_rounds(conn.backend, doc.text, conn.counter, strategies, rounds,
-                                                           doc.tokens, cancel=cancel, on_progress=progress)
+def make_source(conn: Connection) -> RowSource:
+    """The document fitted above, for this backend, goes out as it is."""
+    if fitted is None:
+        raise ValueError(t("cache.not_fitted"))
+    document = fitted
+    return lambda cancel, progress: ex.prefix_cache_rounds(conn.backend, document, strategies, rounds,
+                                                           cancel=cancel, on_progress=progress)
 
 
-def draw(runs, t, key):
-    rows = runs[0][1]
+def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+    rows = runs[0].rows
     summaries = ex.summarize_cache(rows)
     ratios = ex.recomputed_ratio(summaries)
     metrics = [(f"{t('cache.metric_recomputed')} · {t(f'strategy.{s.strategy}')}",
@@ -81,9 +92,9 @@ def draw(runs, t, key):
 
 
 settings = {"rounds": rounds, "strategies": strategies, "doc": doc_name, "doc_sha256": doc_id, "doc_tokens": doc_tokens}
-planned_tokens = rounds * len(strategies) * (int(doc_tokens) + 40 * rounds)
-run = run_controls(ex.CACHE, settings, make_source, rounds * len(strategies), planned_tokens)
-show_run(run, draw, ex.CACHE)
+sent_tokens = fitted.tokens if fitted else int(doc_tokens)
+plan = ExperimentPlan(ex.CACHE, settings, ex.plan_cache(sent_tokens, rounds, len(strategies)), make_source)
+show_run(run_controls(plan), draw, ex.CACHE)
 
 reference = chapter_reference()
 with st.expander(t("cache.reference")):

@@ -25,7 +25,7 @@ def overheads(rows: list[RoundResult]) -> list[float]:
 
 def through_app(url: str) -> list[RoundResult]:
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=600)
-    at.session_state["backend_kind"] = "llama_url"
+    at.session_state["backend"] = "llama"
     at.session_state["llama_url"] = url
     at.run()
     at.switch_page("app_pages/output_length.py").run()

@@ -10,7 +10,7 @@ from bench.common import finish
 from core import experiments as ex
 from core.connect import Target, open_connection
 from core.engine import LocalServer
-from core.prompts import default_document
+from core.prompts import default_document, fit_document
 from core.results import RequestResult, RoundResult
 
 
@@ -28,7 +28,7 @@ def main() -> dict:
         runs = {
             ex.INPUT: lambda: ex.input_length_sweep(conn.backend, document, conn.counter, warm=False),
             ex.OUTPUT: lambda: ex.output_length_sweep(conn.backend, warm=False),
-            ex.CACHE: lambda: ex.prefix_cache_rounds(conn.backend, document, conn.counter, warm=False),
+            ex.CACHE: lambda: ex.prefix_cache_rounds(conn.backend, fit_document(document, ex.DEFAULT_CACHE_DOC_TOKENS, conn.counter), warm=False),
         }
         cache_rows: list[RoundResult] = []
         for name, make in runs.items():

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
@@ -31,7 +32,7 @@ from core.cli_target import add_target_arguments, target_from_args
 from core.connect import open_connection
 from core.engine import EngineError
 from core.export import to_csv, to_json
-from core.prompts import STRATEGIES, DocumentError, default_document, read_document
+from core.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
 from core.report import summary_lines
 from core.results import RoundResult
 
@@ -111,17 +112,18 @@ def run_experiments(args: argparse.Namespace) -> int:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
         try:
-            doc_budget = ex.cache_doc_budget(args.doc_tokens, conn.context, args.rounds)
+            fitted = fit_document(document, ex.cache_doc_budget(args.doc_tokens, conn.context, args.rounds),
+                                  conn.counter) if "cache" in only else None
         except DocumentError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         sizes = ex.sizes_that_fit(args.sizes, conn.context)
-        runs = {
-            "input": lambda: ex.input_length_sweep(conn.backend, default_document(), conn.counter, sizes, args.repeats),
-            "output": lambda: ex.output_length_sweep(conn.backend, args.lengths, args.repeats),
-            "cache": lambda: ex.prefix_cache_rounds(conn.backend, document, conn.counter, strategies, args.rounds,
-                                                    doc_budget),
+        runs: dict[str, Callable[[], Iterator[RoundResult]]] = {
+            "input": partial(ex.input_length_sweep, conn.backend, default_document(), conn.counter, sizes, args.repeats),
+            "output": partial(ex.output_length_sweep, conn.backend, args.lengths, args.repeats),
         }
+        if fitted is not None:
+            runs["cache"] = partial(ex.prefix_cache_rounds, conn.backend, fitted, strategies, args.rounds)
         print(header())
         for name in only:
             print(f"[{name}] running...", file=sys.stderr)

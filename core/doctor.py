@@ -34,6 +34,7 @@ from core.prompts import (
 )
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
+REPLAY_ANSWER_TOKENS = 8  # a replayed round only needs its prefill measured
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
 
 # causes, most specific first
@@ -496,7 +497,7 @@ def replay_request(round_: Round, backend: Any) -> Any:
     for message in messages:
         if not isinstance(message.get("content"), str):
             message["content"] = _content_text(message.get("content") or "")
-    return ChatRequest(messages, max_tokens=8, extra=extra)
+    return ChatRequest(messages, max_tokens=REPLAY_ANSWER_TOKENS, extra=extra)
 
 
 def replay(transcript: Transcript, backend: Any, cancel: Any = None, on_progress: Any = None, label: str | None = None):

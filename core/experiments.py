@@ -21,8 +21,8 @@ from core.prompts import (
     Conversation,
     DocumentError,
     EstimatingTokenCounter,
+    FittedDocument,
     TokenCounter,
-    fit_document,
     input_length_messages,
     nonce,
     output_length_messages,
@@ -40,6 +40,32 @@ DEFAULT_STRATEGIES = ("append_only", "timestamp_first")
 DEFAULT_ROUNDS = 6
 DEFAULT_CACHE_DOC_TOKENS = 2000
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
+INPUT_ANSWER_TOKENS = 4  # experiment 1 asks for this many output tokens
+OUTPUT_PROMPT_TOKENS = 60  # experiment 2's short prompt, rounded up
+CACHE_ANSWER_TOKENS = 24  # experiment 3's answers
+QUESTION_TOKENS = 40  # experiment 3: a question and its chat-template framing, rounded up
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will send, for budgets and progress: requests, and about how many tokens in and out."""
+
+    requests: int
+    tokens: int
+
+
+def plan_input(sizes: Sequence[int], repeats: int) -> Plan:
+    return Plan(len(sizes) * repeats, (sum(sizes) + INPUT_ANSWER_TOKENS * len(sizes)) * repeats)
+
+
+def plan_output(lengths: Sequence[int], repeats: int) -> Plan:
+    return Plan(len(lengths) * repeats, (sum(lengths) + OUTPUT_PROMPT_TOKENS * len(lengths)) * repeats)
+
+
+def plan_cache(doc_tokens: int, rounds: int, strategies: int) -> Plan:
+    """Round ``i`` sends the document and ``i`` questions and answers."""
+    per_strategy = sum(doc_tokens + i * (QUESTION_TOKENS + CACHE_ANSWER_TOKENS) for i in range(1, rounds + 1))
+    return Plan(rounds * strategies, per_strategy * strategies)
 
 
 def warm_up(backend: StreamingBackend, cancel: threading.Event | None = None) -> RequestResult:
@@ -107,37 +133,38 @@ def output_length_sweep(backend: StreamingBackend, lengths: Sequence[int] = DEFA
                 return
 
 
-def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int, answer_tokens: int = 24) -> int:
+def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int, answer_tokens: int = CACHE_ANSWER_TOKENS) -> int:
     """The document budget that leaves room in ``context`` for every round's question and answer.
 
     Raises `DocumentError` when not even a short document fits.
     """
     if not context:
         return doc_tokens
-    room = context - RESERVED_TOKENS - rounds * (answer_tokens + 40)
+    room = context - RESERVED_TOKENS - rounds * (answer_tokens + QUESTION_TOKENS)
     if room < 100:
         raise DocumentError(f"{rounds} rounds do not fit in a {context:,}-token context; choose fewer rounds.")
     return min(doc_tokens, room)
 
 
-def prefix_cache_rounds(backend: StreamingBackend, document: str, counter: TokenCounter,
+def prefix_cache_rounds(backend: StreamingBackend, document: FittedDocument,
                         strategies: Sequence[str] = DEFAULT_STRATEGIES, rounds: int = DEFAULT_ROUNDS,
-                        doc_tokens: int = DEFAULT_CACHE_DOC_TOKENS, answer_tokens: int = 24, seed: int = 0,
+                        answer_tokens: int = CACHE_ANSWER_TOKENS, seed: int = 0,
                         cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
                         warm: bool = True) -> Iterator[RoundResult]:
     """Experiment 3: the same long context for ``rounds`` rounds under each strategy.
 
     Each round adds the previous answer and a new question at the end. The strategy decides what
     the system prompt starts with: unchanged (``append_only``) or something new every round.
+    ``document`` was fitted to the backend's context once (`core.prompts.fit_document`, see
+    `cache_doc_budget`); it is sent as it is.
     """
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"Unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}.")
     if warm:
         warm_up(backend, cancel)
-    text = fit_document(document, doc_tokens, counter).text
     for strategy in strategies:
-        conversation = Conversation(text, strategy, seed)
+        conversation = Conversation(document.text, strategy, seed)
         for round_no in range(1, rounds + 1):
             if _stopped(cancel):
                 return

@@ -20,7 +20,7 @@ def app(**state) -> AppTest:
 
 def api_state(fake_api, model: str = "ok") -> dict:
     """Session state that points the sidebar at the fake OpenAI-compatible server with a typed key."""
-    return {"backend_kind": "api", "preset": "vLLM", "base_url": fake_api.base_url, "model": model, "session_api_key": KEY}
+    return {"backend": "api", "preset": "vLLM", "base_url": fake_api.base_url, "model": model, "session_api_key": KEY}
 
 
 def rendered(at: AppTest) -> str:

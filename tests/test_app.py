@@ -172,7 +172,7 @@ def test_home_page_quotes_this_sessions_numbers(fake_api):
 
 
 def test_page_settings_survive_a_page_switch():
-    at = app(backend_kind="llama_url", llama_url="http://127.0.0.1:9")  # no server needed to change settings
+    at = app(backend="llama", llama_url="http://127.0.0.1:9")  # no server needed to change settings
     at.switch_page("app_pages/prefix_cache.py").run()
     at.number_input(key="cache_rounds").set_value(3).run()
     at.switch_page("app_pages/home.py").run()

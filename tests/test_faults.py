@@ -15,6 +15,7 @@ import pytest
 from core import experiments as ex
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.connect import Target, open_connection
+from core.prompts import fit_document
 from tests.fake_openai import SLOW_SECONDS
 
 REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)
@@ -82,8 +83,9 @@ def test_failed_round_ends_the_experiment_and_keeps_earlier_rounds(fake_api):
 
 def test_api_cache_rounds_read_cached_tokens(fake_api):
     fake_api.cached_tokens = 64
-    conn = open_connection(Target("api", fake_api.base_url, "ok"))
-    rows = list(ex.prefix_cache_rounds(conn.backend, "Some text. " * 200, conn.counter, rounds=2, warm=False))
+    with open_connection(Target("api", fake_api.base_url, "ok")) as conn:
+        document = fit_document("Some text. " * 200, 1000, conn.counter)
+        rows = list(ex.prefix_cache_rounds(conn.backend, document, rounds=2, warm=False))
     assert all(r.reused_tokens == 64 and r.recomputed_tokens == r.prompt_tokens - 64 for r in rows)
     bodies = [r["body"] for r in fake_api.requests]
     assert bodies[1]["messages"][0] == bodies[0]["messages"][0], "append only keeps the system prompt"

@@ -123,7 +123,8 @@ def test_hosted_pages_show_only_apis_and_start_no_process(no_spawn):
                  "app_pages/prefix_cache.py", "app_pages/cache_doctor.py"]:
         at.switch_page(page).run()
         assert not at.exception, page
-    assert at.sidebar.radio(key="backend_kind").options == ["OpenAI-compatible API"]
+    offered = at.sidebar.radio(key="backend").options
+    assert "OpenAI-compatible API" in offered and not any("llama" in o or "Embedded" in o for o in offered)
     assert "Embedded local server" not in rendered(at)
     assert no_spawn == []
 

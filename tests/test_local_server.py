@@ -50,8 +50,8 @@ def test_props_and_exact_token_counts(local):
 
 
 def test_prefix_cache_append_reuses_timestamp_recomputes(local):
-    rows = list(ex.prefix_cache_rounds(local.backend, default_document(), local.counter,
-                                       ["append_only", "timestamp_first"], rounds=3, doc_tokens=SMALL_DOC_TOKENS,
+    document = fit_document(default_document(), SMALL_DOC_TOKENS, local.counter)
+    rows = list(ex.prefix_cache_rounds(local.backend, document, ["append_only", "timestamp_first"], rounds=3,
                                        answer_tokens=12))
     assert [r.error for r in rows] == [""] * 6
     append = [r for r in rows if r.strategy == "append_only"]

@@ -1,7 +1,7 @@
 """Altair charts for the pages, coloured with `core.palette` (no Streamlit here).
 
-Each builder takes ``runs``: a list of ``(label, rows)``, the current run first, so earlier runs
-can be drawn on the same chart for comparison.
+Each builder takes ``runs``: `ui.contract.RunView`s, the current run first, so earlier runs can be
+drawn on the same chart for comparison.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from core import experiments as ex
 from core.content import Texts
 from core.palette import CACHE_HIT, DECODE, PREFILL, SERIES
 from core.results import RoundResult
+from ui.contract import RunView
 
-Runs = Sequence[tuple[str, Sequence[RoundResult]]]
+Runs = Sequence[RunView]
 
 
 def _frame(runs: Runs, experiment: str) -> pd.DataFrame:
-    records = [{**row.to_dict(), "run": label} for label, rows in runs for row in rows
+    records = [{**row.to_dict(), "run": run.label} for run in runs for row in run.rows
                if row.experiment == experiment and not row.error]
     return pd.DataFrame.from_records(records)
 
@@ -29,7 +30,7 @@ def _run_colour(runs: Runs, single: str) -> alt.Color | alt.Value:
     """One run: its phase colour. Several: a colour per run (the legend says which)."""
     if len(runs) < 2:
         return alt.value(single)
-    labels = [label for label, _ in runs]
+    labels = [run.label for run in runs]
     return alt.Color("run:N", title=None, scale=alt.Scale(domain=labels, range=SERIES[: len(labels)]),
                      legend=alt.Legend(orient="bottom"))
 

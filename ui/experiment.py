@@ -11,7 +11,7 @@ or a reconnect.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,13 +22,12 @@ from core.content import Texts
 from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.results import RoundResult
-from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, RowSource, Snapshot
+from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from core.samples import recorded_rows
-from ui.backend import current_choice, hosted, open_connection
-from ui.charts import Runs
-
-SourceFactory = Callable[[Any], RowSource]  # Connection -> RowSource
-DrawResults = Callable[[Runs, Texts, str], None]  # runs, texts, key suffix for unique element ids
+from ui.connection import connect, current_target
+from ui.contract import DrawRuns, ExperimentPlan, RunView
+from ui.secrets import hosted
+from ui.texts import texts
 
 TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens", "prefill_ms",
                  "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms", "total_ms", "ms_per_output_token", "error"]
@@ -38,70 +37,67 @@ def history(experiment: str) -> list[BackgroundRun]:
     return st.session_state.setdefault("history", {}).setdefault(experiment, [])
 
 
-def start_run(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int,
-              planned_tokens: int) -> BackgroundRun | None:
+def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     """Check the budgets, open a connection and start a run in the background; show why not otherwise."""
-    t = Texts(st.session_state.get("lang", "en"))
-    if planned == 0:
+    t = texts()
+    if plan.plan.requests == 0:
         st.warning(t("common.nothing_to_run"))
         return None
     try:
-        hosted().check_run(planned, planned_tokens)
+        hosted().check_run(plan.plan.requests, plan.plan.tokens)
     except Refused as exc:
         st.error(str(exc), icon=":material/block:")
         return None
     try:
-        choice = current_choice()
-        conn = open_connection(choice)
+        target = current_target()
+        conn = connect(target)
     except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
         st.error(f"{t('common.backend_error')} {exc}")
         return None
     try:
-        source = make_source(conn)
+        source = plan.make_source(conn)
     except ValueError as exc:  # a document or settings that cannot run (DocumentError, Refused)
-        conn.backend.close()
+        conn.close()
         st.error(str(exc))
         return None
 
     def rows(cancel: Any, on_progress: Any):
-        try:
+        with conn:
             yield from source(cancel, on_progress)
-        finally:
-            conn.backend.close()
 
-    label = t("common.run_label", backend=conn.backend.kind, model=conn.info.get("model") or conn.backend.model,
+    label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
-    run = BackgroundRun(experiment, {**conn.describe(), **settings}, rows, lock_key=choice.lock_key(),
-                        planned_rounds=planned, label=label)
+    run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, rows, lock_key=target.lock_key(),
+                        planned_rounds=plan.plan.requests, label=label)
     try:
         run.start(hosted().max_concurrent_runs)
     except Refused as exc:
-        conn.backend.close()
+        conn.close()
         st.error(str(exc), icon=":material/block:")
         return None
-    history(experiment).append(run)
+    history(plan.experiment).append(run)
     return run
 
 
 def load_recorded(experiment: str) -> None:
     """Add the shipped recorded run of this experiment to the history (labelled as recorded)."""
-    t = Texts(st.session_state.get("lang", "en"))
+    t = texts()
     settings, rows = recorded_rows(experiment)
     label = f"{t('common.recorded')} · {settings.get('model', '')}"
     if rows and all(run.label != label for run in history(experiment)):
         history(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
 
 
-def run_controls(experiment: str, settings: dict[str, Any], make_source: SourceFactory, planned: int,
-                 planned_tokens: int = 0, recorded: bool = True) -> BackgroundRun | None:
+def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun | None:
     """Run, Stop and 'Show recorded results'; returns the run to show (the newest of this experiment)."""
-    t = Texts(st.session_state.get("lang", "en"))
+    t = texts()
+    experiment = plan.experiment
     runs = history(experiment)
     current = runs[-1] if runs else None
     left, middle, right, _ = st.columns([1, 1, 2, 2])
     busy = current is not None and current.active
     if left.button(t("common.run"), type="primary", disabled=busy, key=f"run_{experiment}", icon=":material/play_arrow:"):
-        if start_run(experiment, settings, make_source, planned, planned_tokens) is not None:
+        if start_run(plan) is not None:
             st.rerun()  # draw the buttons again: Run disabled, Stop enabled
     if middle.button(t("common.stop"), disabled=not busy, key=f"stop_{experiment}", icon=":material/stop:") and current:
         current.stop()
@@ -146,15 +142,15 @@ def rounds_table(rows: Sequence[RoundResult]) -> pd.DataFrame:
     return frame[[c for c in TABLE_COLUMNS if c in frame and frame[c].notna().any() or c == "error"]]
 
 
-def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> None:
+def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str) -> None:
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
-    t = Texts(st.session_state.get("lang", "en"))
+    t = texts()
     if run is None:
         st.info(t("common.no_rounds"))
         return
     earlier = [r for r in history(experiment) if r is not run and r.rows]
     chosen = st.multiselect(t("common.compare"), [r.label for r in earlier], key=f"compare_{experiment}") if earlier else []
-    compare: Runs = [(r.label, r.rows) for r in earlier if r.label in chosen]
+    compare = [RunView(r.label, r.rows) for r in earlier if r.label in chosen]
     status_box, body = st.empty(), st.empty()
     shown_rows, shown_status = -1, ""
     was_active = run.active
@@ -167,7 +163,7 @@ def show_run(run: BackgroundRun | None, draw: DrawResults, experiment: str) -> N
             if (len(snap.rows), snap.status) != (shown_rows, shown_status):
                 shown_rows, shown_status = len(snap.rows), snap.status
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
-                    draw([(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+                    draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
                     st.subheader(t("common.table"))
                     st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}")
                 run.drawn()

@@ -1,0 +1,38 @@
+"""The backend the sidebar points at, as a `core.connect.Target`, and connecting to it safely."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.backends import API, BACKENDS, ENGINE
+from core.connect import Connection, Target, open_connection
+from core.hosting import check_base_url, guarded_transport
+from ui.engine import embedded_server
+from ui.secrets import api_key_for, hosted
+from ui.state import BACKEND_KEY, SESSION_KEY, offered_backends
+
+
+def current_target() -> Target:
+    """The backend chosen in the sidebar (starting the embedded server if it is the one)."""
+    name = st.session_state.get(BACKEND_KEY, "local")
+    if name not in offered_backends(hosted()):
+        name = offered_backends(hosted())[0]
+    spec = BACKENDS[name]
+    if spec.needs == ENGINE:
+        return Target(name, url=embedded_server().url)
+    if spec.needs != API:
+        return Target(name, url=st.session_state["llama_url"].strip())
+    key, _ = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY))
+    return Target(name, url=st.session_state["base_url"].strip(), model=st.session_state["model"].strip(), api_key=key)
+
+
+def connect(target: Target) -> Connection:
+    """A connection for one run (close it, or use ``with``). In hosted mode an API's URL must be on the
+    allow list and resolve to public addresses, checked again on every connection the client opens.
+    Raises with a readable message."""
+    transport = None
+    if BACKENDS[target.backend].needs == API:
+        settings = hosted()
+        check_base_url(target.url, settings)
+        transport = guarded_transport(settings) if settings.hosted else None
+    return open_connection(target, transport)

@@ -186,6 +186,11 @@ def measure_level(backend: StreamingBackend, concurrency: int, prefill_body: str
     return level
 
 
+def server_slots(backend: StreamingBackend) -> int | None:
+    """How many requests a llama-server decodes at once (``/props`` ``total_slots``); None for an API."""
+    return backend.props().get("total_slots") if isinstance(backend, LlamaServerBackend) else None
+
+
 def levels_that_fit(levels: Sequence[int], most: int | None) -> list[int]:
     """The requested concurrencies the server (``/props`` ``total_slots``) or a hosted limit allows."""
     return sorted({n for n in levels if n >= 1 and (most is None or n <= most)})

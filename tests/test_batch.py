@@ -1,0 +1,162 @@
+"""Experiment 4 (many requests at once): the real embedded server with slots, the fault server, the CLI."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from core.backends import OpenAICompatBackend
+from core.batch import BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, server_slots
+from core.batch_summary import levels_from_json, summarize_batch
+from core.cli import main
+from core.connect import Target, open_connection
+from core.engine import LocalServer
+from core.export import to_csv, to_json
+from core.hosting import Refused, load_settings
+from core.prompts import EstimatingTokenCounter
+from core.runner import DONE, BackgroundRun
+from tests.fake_openai import FakeOpenAIServer, Handler
+
+
+def _overlap_s(level: BatchLevel, phase: str) -> float:
+    """How long every stream of ``phase`` was in flight at the same time."""
+    streams = [s for s in level.streams if s.phase == phase]
+    return min(s.end_s for s in streams) - max(s.start_s for s in streams)
+
+
+def test_nearest_rank_percentiles_are_measured_values():
+    values = [float(v) for v in range(10, 0, -1)]  # 10 .. 1, unsorted on purpose
+    assert [nearest_rank(values, p) for p in (0, 10, 50, 90, 99, 100)] == [1, 1, 5, 9, 10, 10]
+    assert nearest_rank([3.5], 99) == 3.5 and nearest_rank([], 50) is None
+
+
+def test_levels_are_capped_by_slots_and_by_the_hosted_limit():
+    assert levels_that_fit([8, 1, 2, 4, 2], 4) == [1, 2, 4]
+    assert levels_that_fit([1, 16], None) == [1, 16]
+    settings = load_settings({"PREFILL_LAB_HOSTED": "true"}.get)
+    settings.check_concurrency(4)
+    with pytest.raises(Refused, match="8 requests at once; this demo allows 4"):
+        settings.check_concurrency(8)
+    assert load_settings({}.get).max_concurrency is None
+
+
+# -- the real embedded llama-server with slots ------------------------------------------------------
+@pytest.fixture(scope="module")
+def slots_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    with LocalServer(context=4096, slots=2, log_dir=tmp_path_factory.mktemp("llama-slots")) as server:
+        yield server
+
+
+def test_sweep_on_a_server_with_slots_overlaps_and_never_hits_the_cache(slots_server):
+    with open_connection(Target("llama", url=slots_server.url)) as conn:
+        assert server_slots(conn.backend) == 2
+        levels = list(concurrency_sweep(conn.backend, conn.counter, levels_that_fit([1, 2, 4], 2),
+                                        output_tokens=32, prompt_tokens=300))
+    assert [lv.concurrency for lv in levels] == [1, 2]
+    for level in levels:
+        assert level.error == "" and level.errors == 0
+        assert len(level.streams) == 2 * level.concurrency
+        assert level.reused_tokens == 0, "every request starts with its own nonce and skips the cache"
+        assert level.output_tokens == 32 * level.concurrency  # ignore_eos: exactly max_tokens each
+        assert 250 * level.concurrency <= level.prefill_prompt_tokens <= 350 * level.concurrency
+        assert level.aggregate_decode_tps and level.aggregate_prefill_tps and level.per_stream_decode_tps
+        assert level.ttft_p50_ms <= level.ttft_p99_ms and level.itl_p50_ms <= level.itl_p99_ms
+    pair = levels[1]
+    decode = [s for s in pair.streams if s.phase == "decode"]
+    assert all(s.start_s < 0.5 for s in decode), "both requests leave together"
+    # the two answers really are decoded side by side: each started before the other ended, for most of their time
+    assert _overlap_s(pair, "decode") > 0.5 * min(s.end_s - s.start_s for s in decode)
+
+
+# -- the fault server ---------------------------------------------------------------------------------
+class FailOneRequest(Handler):
+    """Answers request number ``server.fail_at`` (counted from 1, in arrival order) with HTTP 500."""
+
+    def do_POST(self) -> None:
+        with self.server.count_lock:  # type: ignore[attr-defined]
+            self.server.posts += 1  # type: ignore[attr-defined]
+            failing = self.server.posts == self.server.fail_at  # type: ignore[attr-defined]
+        if not failing:
+            return super().do_POST()
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._send_json(500, {"error": {"message": "This one stream failed."}})
+
+
+@pytest.fixture()
+def failing_api() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(token_delay=0.05) as server:
+        server.RequestHandlerClass = FailOneRequest
+        server.count_lock, server.posts, server.fail_at = threading.Lock(), 0, 0  # type: ignore[attr-defined]
+        yield server
+
+
+def _api_sweep(server: FakeOpenAIServer, levels: list[int], **kwargs: Any) -> list[BatchLevel]:
+    with OpenAICompatBackend(server.base_url, "ok") as backend:
+        return list(concurrency_sweep(backend, EstimatingTokenCounter(), levels, output_tokens=6, prompt_tokens=100,
+                                      **kwargs))
+
+
+def test_one_failing_stream_at_n4_is_recorded_and_nothing_else_is_lost(failing_api):
+    # request 1 is the warm-up, 2-5 the prefill phase of N = 4, 6-9 its decode phase: the 7th fails
+    failing_api.fail_at = 7  # type: ignore[attr-defined]
+    four, two = _api_sweep(failing_api, [4, 2])
+    assert four.errors == 1 and "HTTP 500" in four.error and "This one stream failed." in four.error
+    decode = [s for s in four.streams if s.phase == "decode"]
+    assert [bool(s.error) for s in decode].count(True) == 1
+    assert four.output_tokens == 3 * 6, "the three other streams are kept"
+    assert four.aggregate_decode_tps and four.per_stream_decode_tps and four.aggregate_prefill_tps
+    ok = [s for s in decode if not s.error]  # the failed one ends at once; the others overlap
+    assert min(s.end_s for s in ok) > max(s.start_s for s in ok)
+    assert two.errors == 0 and two.error == "" and two.output_tokens == 2 * 6, "the next level still runs"
+
+
+def test_a_level_where_every_request_fails_ends_the_sweep(fake_api):
+    fake_api.fault = "401"
+    with OpenAICompatBackend(fake_api.base_url, "ok") as backend:
+        levels = list(concurrency_sweep(backend, EstimatingTokenCounter(), [1, 2], output_tokens=4, prompt_tokens=50))
+    assert len(levels) == 1 and levels[0].errors == 2 and "HTTP 401" in levels[0].error
+
+
+def test_stop_keeps_the_levels_already_measured(fake_api):
+    cancel = threading.Event()
+
+    def stop_at_second_level(progress: dict[str, Any]) -> None:
+        if progress["level"] == 2:
+            cancel.set()
+
+    levels = _api_sweep(fake_api, [1, 2], cancel=cancel, on_progress=stop_at_second_level)
+    assert [lv.concurrency for lv in levels] == [1]
+
+
+def test_the_runner_and_the_exports_take_levels(fake_api):
+    backend = OpenAICompatBackend(fake_api.base_url, "ok")
+    run = BackgroundRun("batch", {"backend": "api", "model": "ok"}, lambda cancel, progress: concurrency_sweep(
+        backend, EstimatingTokenCounter(), [1, 2], output_tokens=6, prompt_tokens=100, cancel=cancel))
+    run.start().join(60)
+    backend.close()
+    assert run.status == DONE and [lv.concurrency for lv in run.rows] == [1, 2]
+    settings, back = levels_from_json(to_json(run.settings, [], levels=run.rows))
+    assert settings["model"] == "ok" and back == run.rows and back[1].streams[0].chunk_times_s
+    header = to_csv(run.settings, run.rows).splitlines()[0].split(",")
+    assert "aggregate_decode_tps" in header and "streams" not in header
+    summary = summarize_batch(run.rows)
+    assert summary is not None and summary.first.concurrency == 1 and summary.last.concurrency == 2
+
+
+def test_cli_only_batch_writes_one_record_per_level(fake_api, tmp_path, capsys):
+    out = tmp_path / "batch.json"
+    code = main(["--backend", "api", "--url", fake_api.base_url, "--model", "ok", "--only", "batch",
+                 "--concurrency", "1,2", "--json", str(out)])
+    assert code == 0
+    levels = json.loads(out.read_text())["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 2]
+    for key in ("aggregate_decode_tps", "per_stream_decode_tps", "aggregate_prefill_tps", "ttft_p50_ms",
+                "ttft_p99_ms", "itl_p50_ms", "error"):
+        assert all(key in lv for lv in levels), key
+    printed = capsys.readouterr().out
+    assert "decode/s" in printed and "Experiment 4: decode" in printed
+

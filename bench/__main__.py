@@ -3,7 +3,7 @@
 import importlib
 import sys
 
-NAMES = ["client_overhead", "app_overhead", "experiment_wall", "cold_start", "doctor_scale"]
+NAMES = ["client_overhead", "app_overhead", "experiment_wall", "cold_start", "doctor_scale", "batch_curve"]
 
 for name in sys.argv[1:] or NAMES:
     if name not in NAMES:

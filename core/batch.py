@@ -27,7 +27,7 @@ from typing import Any
 
 from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
 from core.backends.llama_server import LlamaServerBackend
-from core.experiments import warm_up
+from core.experiments import OUTPUT_PROMPT_TOKENS, Plan, warm_up
 from core.prompts import TokenCounter, default_document, input_length_messages, nonce, output_length_messages
 from core.results import RequestResult
 
@@ -184,6 +184,13 @@ def measure_level(backend: StreamingBackend, concurrency: int, prefill_body: str
             value = nearest_rank(values, percent)
             setattr(level, f"{name}_p{percent}_ms", None if value is None else round(value, 2))
     return level
+
+
+def plan_batch(levels: Sequence[int], output_tokens: int = DEFAULT_OUTPUT_TOKENS,
+               prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> Plan:
+    """Two requests per stream per level (prefill, decode) plus the warm-up, for budgets."""
+    streams = sum(levels)
+    return Plan(2 * streams + 1 if streams else 0, streams * (prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + output_tokens))
 
 
 def server_slots(backend: StreamingBackend) -> int | None:

@@ -83,3 +83,20 @@ def levels_from_json(text: str) -> tuple[dict, list[BatchLevel]]:
     """Read back an export's ``levels`` (the CLI's ``--json``, a recorded sample)."""
     data = json.loads(text)
     return data.get("settings", {}), [BatchLevel.from_dict(record) for record in data.get("levels", [])]
+
+
+def batch_verdict(levels: Sequence[BatchLevel]) -> tuple[bool | None, dict[str, float]]:
+    """Whether this run showed the effect (decode grew at least 1.3x, prefill stayed within 25 %), and its numbers.
+
+    None while there are fewer than two usable levels.
+    """
+    summary = summarize_batch(levels)
+    if summary is None or summary.decode_gain is None:
+        return None, {}
+    first, last = summary.first, summary.last
+    prefill_gain = summary.prefill_gain or 1.0
+    values = {"n1": first.concurrency, "n2": last.concurrency, "decode_gain": summary.decode_gain,
+              "prefill_gain": prefill_gain, "d1": first.aggregate_decode_tps or 0, "d2": last.aggregate_decode_tps or 0,
+              "s1": first.per_stream_decode_tps or 0, "s2": last.per_stream_decode_tps or 0,
+              "p1": first.aggregate_prefill_tps or 0, "p2": last.aggregate_prefill_tps or 0}
+    return summary.decode_gain >= 1.3 and 0.75 <= prefill_gain <= 1.25, values

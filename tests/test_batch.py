@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from core.backends import OpenAICompatBackend
-from core.batch import BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, server_slots
-from core.batch_summary import levels_from_json, summarize_batch
+from core.batch import BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, plan_batch, server_slots
+from core.batch_summary import batch_verdict, levels_from_json, summarize_batch
 from core.cli import main
 from core.connect import Target, open_connection
 from core.engine import LocalServer
@@ -42,6 +42,19 @@ def test_levels_are_capped_by_slots_and_by_the_hosted_limit():
     with pytest.raises(Refused, match="8 requests at once; this demo allows 4"):
         settings.check_concurrency(8)
     assert load_settings({}.get).max_concurrency is None
+
+
+def test_verdict_needs_decode_to_grow_while_prefill_stays_flat():
+    def curve(decode: list[float], prefill: list[float]) -> list[BatchLevel]:
+        return [BatchLevel(n, aggregate_decode_tps=d, per_stream_decode_tps=d / n, aggregate_prefill_tps=p)
+                for n, d, p in zip([1, 2, 4, 8][: len(decode)], decode, prefill, strict=True)]
+
+    shown, values = batch_verdict(curve([81, 104, 141, 177], [325, 299, 327, 294]))  # the CPU numbers
+    assert shown is True and round(values["decode_gain"], 1) == 2.2 and values["n2"] == 8
+    assert batch_verdict(curve([81, 80, 82, 79], [325, 299, 327, 294]))[0] is False  # decode did not grow
+    assert batch_verdict(curve([81, 104, 141, 177], [300, 450, 600, 900]))[0] is False  # prefill grew as much
+    assert batch_verdict(curve([81], [325])) == (None, {})
+    assert plan_batch([1, 2, 4, 8]).requests == 31 and plan_batch([]).requests == 0
 
 
 # -- the real embedded llama-server with slots ------------------------------------------------------

@@ -12,7 +12,7 @@ from core.batch import DEFAULT_LEVELS, BatchLevel, concurrency_sweep
 from core.connect import Target, open_connection
 from core.engine import LocalServer
 
-REPEATS = 3
+REPEATS = 5
 FIGURES = ("aggregate_decode_tps", "per_stream_decode_tps", "aggregate_prefill_tps", "itl_p50_ms", "ttft_p50_ms")
 
 

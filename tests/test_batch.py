@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.backends import OpenAICompatBackend
-from core.batch import BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, plan_batch, server_slots
+from core.batch import BATCH, BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, plan_batch, server_slots
 from core.batch_summary import batch_verdict, levels_from_json, summarize_batch
 from core.cli import main
 from core.connect import Target, open_connection
@@ -19,6 +19,7 @@ from core.export import to_csv, to_json
 from core.hosting import Refused, load_settings
 from core.prompts import EstimatingTokenCounter
 from core.runner import DONE, BackgroundRun
+from core.samples import recorded_rows
 from tests.fake_openai import FakeOpenAIServer, Handler
 
 
@@ -173,3 +174,11 @@ def test_cli_only_batch_writes_one_record_per_level(fake_api, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "decode/s" in printed and "Experiment 4: decode" in printed
 
+
+
+def test_recorded_sample_holds_a_whole_default_sweep():
+    settings, levels = recorded_rows(BATCH)
+    assert settings["backend"] == "local" and settings["concurrency"] == [1, 2, 4, 8]
+    assert [lv.concurrency for lv in levels] == [1, 2, 4, 8]
+    assert all(lv.error == "" and lv.reused_tokens == 0 and len(lv.streams) == 2 * lv.concurrency for lv in levels)
+    assert summarize_batch(levels) is not None

@@ -5,6 +5,7 @@ Examples::
     python -m core                                  # all experiments on the embedded local server
     python -m core --only cache --rounds 6 --json cache.json
     python -m core --backend llama --url http://127.0.0.1:8080
+    python -m core --only batch --concurrency 1,2,4,8 --json batch.json   # experiment 4: many requests at once
     python -m core --preset DeepSeek --only cache   # key from $DEEPSEEK_API_KEY
     python -m core doctor agent_log.jsonl --json findings.json    # a subcommand: see `python -m core --help`
 

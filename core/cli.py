@@ -2,7 +2,7 @@
 
 Examples::
 
-    python -m core                                  # all experiments on the embedded local server
+    python -m core                                  # experiments 1-3 on the embedded local server
     python -m core --only cache --rounds 6 --json cache.json
     python -m core --backend llama --url http://127.0.0.1:8080
     python -m core --only batch --concurrency 1,2,4,8 --json batch.json   # experiment 4: many requests at once

@@ -119,9 +119,17 @@ def _timing(phase: str, offset: float, result: RequestResult) -> StreamTiming:
     def shifted(seconds: float | None) -> float | None:
         return None if seconds is None else round(offset + seconds, 5)
 
-    return StreamTiming(phase, round(offset, 5), shifted(result.ttft_s), shifted(result.end_s) or round(offset, 5),
+    end = shifted(result.end_s)  # None when the request failed before any answer
+    return StreamTiming(phase, round(offset, 5), shifted(result.ttft_s), round(offset, 5) if end is None else end,
                         _output_tokens(result), result.prompt_tokens, result.reused_tokens,
                         [round(offset + t, 5) for t in result.chunk_times_s], result.error)
+
+
+def _stream_rate(stream: StreamTiming) -> float | None:
+    """One stream's decode rate: its tokens after the first over the time from its first to its last token."""
+    if stream.first_token_s is None:
+        return None
+    return _rate(stream.output_tokens - 1, stream.end_s - stream.first_token_s)
 
 
 def run_concurrently(backend: StreamingBackend, requests: Sequence[ChatRequest], phase: str,
@@ -145,11 +153,15 @@ def run_concurrently(backend: StreamingBackend, requests: Sequence[ChatRequest],
     return timings, [result for _, result in sent], wall
 
 
-def measure_level(backend: StreamingBackend, concurrency: int, prefill_body: str,
+def measure_level(backend: StreamingBackend, concurrency: int, body: str,
                   output_tokens: int = DEFAULT_OUTPUT_TOKENS, cancel: threading.Event | None = None) -> BatchLevel:
-    """Both phases at one concurrency, folded into one record (see the module docstring)."""
+    """Both phases at one concurrency, folded into one record (see the module docstring).
+
+    ``body`` is the prefill phase's document (`prefill_body`); TTFT and inter-token percentiles come
+    from the decode phase.
+    """
     extra = {"cache_prompt": False} if isinstance(backend, LlamaServerBackend) else {}
-    prefill_requests = [ChatRequest(input_length_messages(prefill_body, nonce()), max_tokens=1, ignore_eos=True,
+    prefill_requests = [ChatRequest(input_length_messages(body, nonce()), max_tokens=1, ignore_eos=True,
                                     extra=extra) for _ in range(concurrency)]
     prefill, prefill_results, prefill_wall = run_concurrently(backend, prefill_requests, "prefill", cancel)
     decode_requests = [ChatRequest(output_length_messages(nonce()), max_tokens=output_tokens, ignore_eos=True,
@@ -172,8 +184,7 @@ def measure_level(backend: StreamingBackend, concurrency: int, prefill_body: str
     ok = [(t, r) for t, r in zip(decode, decode_results, strict=True) if not r.error]
     level.output_tokens = sum(t.output_tokens for t, _ in ok)
     level.aggregate_decode_tps = _rate(level.output_tokens, decode_wall)
-    per_stream = [rate for rate in (_rate(t.output_tokens - 1, (t.end_s - t.first_token_s) if t.first_token_s else None)
-                                    for t, _ in ok) if rate is not None]
+    per_stream = [rate for rate in (_stream_rate(t) for t, _ in ok) if rate is not None]
     level.per_stream_decode_tps = nearest_rank(per_stream, 50)
     level.per_stream_decode_tps_min = min(per_stream, default=None)
     level.per_stream_decode_tps_max = max(per_stream, default=None)

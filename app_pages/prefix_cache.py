@@ -17,11 +17,17 @@ from ui.contract import ExperimentPlan, RunView
 from ui.document import fit_for_backend
 from ui.experiment import explain, run_controls, show_run
 from ui.secrets import hosted
+from ui.state import BACKEND_KEY
 from ui.texts import texts
 
 t = texts()
 st.title(t("cache.title"))
 st.markdown(t.rich("cache.idea"), unsafe_allow_html=True)
+
+if st.session_state.get(BACKEND_KEY) == "anthropic":  # caching there is explicit, and writes cost extra
+    with st.expander(t("anthropic.title"), expanded=True):
+        for part in ("explain", "pricing", "expect", "minimum", "usage"):
+            st.markdown(t(f"anthropic.{part}"))
 
 with st.expander(t("common.settings"), expanded=True):
     left, right = st.columns(2)

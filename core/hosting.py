@@ -115,12 +115,12 @@ class GuardedNetworkBackend(httpcore.SyncBackend):
     def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
                     socket_options: Any = None) -> httpcore.NetworkStream:
         try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            for info in infos:
-                _check_address(host, info[4][0], self.settings)
+            addresses = [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+            for address in addresses:
+                _check_address(host, address, self.settings)
         except (OSError, Refused) as exc:
             raise httpcore.ConnectError(str(exc)) from None
-        return super().connect_tcp(infos[0][4][0], port, timeout, local_address, socket_options)
+        return super().connect_tcp(addresses[0], port, timeout, local_address, socket_options)
 
 
 def guarded_transport(settings: HostedSettings) -> httpx.HTTPTransport:

@@ -1,4 +1,4 @@
-"""Shared fixtures: one real embedded llama-server for the whole session, and the fake API server."""
+"""Shared fixtures: one real embedded llama-server for the whole session, the fake API server, and markers."""
 
 from __future__ import annotations
 
@@ -29,3 +29,11 @@ def local(local_server: LocalServer) -> Iterator[Connection]:
 def fake_api() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as server:
         yield server
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the real llama-server (the ``local_server`` fixture) is marked ``llama``, so
+    ``make test-fast`` (``-m "not llama and not browser"``) leaves it out."""
+    for item in items:
+        if "local_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.llama)

@@ -13,6 +13,7 @@ PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_len
          "app_pages/cache_doctor.py"]
 
 
+@pytest.mark.llama
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_page_renders_on_the_embedded_server(lang):
     at = app(lang=lang)
@@ -57,6 +58,22 @@ def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     assert reused_in_chart == sorted([0, 900, 950, 0, 3, 3])
     assert any("Done: 6 rounds" in s.value for s in at.success)
     assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON"]
+
+
+def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api):
+    at = app(backend="anthropic", preset="Anthropic", base_url=fake_api.base_url, model="claude-test",
+             session_api_key=KEY)
+    at.run()
+    assert at.sidebar.selectbox(key="preset").options == ["Anthropic"]
+    at = _run_cache(at, rounds=2)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("cache_control" in m.value for m in at.markdown)  # the page explains explicit caching
+    assert all(r["path"] == "/v1/messages" and r["headers"]["x-api-key"] == KEY for r in fake_api.requests)
+    table = at.dataframe[0].value
+    append, stamp = table[table["strategy"] == "append_only"], table[table["strategy"] == "timestamp_first"]
+    assert append["reused_tokens"].iloc[1] > 0.9 * append["prompt_tokens"].iloc[1]
+    assert (stamp["reused_tokens"] == 0).all() and (stamp["cache_write_tokens"] > 0).all()
+    assert KEY not in rendered(at)
 
 
 def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
@@ -154,21 +171,31 @@ def test_cache_doctor_page_reports_bad_lines_and_bad_files(fake_api):
     assert any("not valid UTF-8" in e.value for e in at.error) and not at.exception
 
 
+def _metric(at, label: str) -> str:
+    """The number shown by the metric whose label is ``label`` (without its unit)."""
+    return next(m.value for m in at.metric if m.label == label).split()[0]
+
+
 def test_home_page_quotes_this_sessions_numbers(fake_api):
     at = app(**api_state(fake_api))
     at.switch_page("app_pages/input_length.py").run()
     at.multiselect(key="input_sizes").set_value([128, 256]).run()
     at.button(key="run_input_length").click().run()
+    prefill = _metric(at, "Prefill speed")
     at.switch_page("app_pages/output_length.py").run()
     at.multiselect(key="output_lengths").set_value([8, 16]).run()
     at.button(key="run_output_length").click().run()
-    fake_api.cached_script = [0, 0, 500, 0, 2]
+    decode = _metric(at, "Decode speed")
+    fake_api.requests.clear()
+    fake_api.cached_script = [0, 0, 500, 0, 2]  # warm-up, append only 1 and 2, timestamp first 1 and 2
     _run_cache(at, rounds=2)
+    sent = [sum(len(m["content"]) for m in r["body"]["messages"]) // 4 for r in fake_api.requests]  # the fake's count
     at.switch_page("app_pages/home.py").run()
     text = rendered(at)
-    assert "reading a prompt token was" in text and "faster than writing an answer token" in text
-    assert "appending only recomputed a median of" in text
-    assert "your measurements" in text
+    assert f"[[prefill]] ran at {prefill} tokens/s" not in text  # phase marks are drawn, not shown raw
+    assert f"ran at {prefill} tokens/s" in text and f"at {decode} tokens/s" in text
+    assert f"appending only recomputed a median of {sent[2] - 500} tokens" in text
+    assert f"recomputed {sent[4] - 2}." in text
 
 
 def test_page_settings_survive_a_page_switch():

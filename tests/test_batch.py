@@ -65,6 +65,7 @@ def slots_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
         yield server
 
 
+@pytest.mark.llama
 def test_sweep_on_a_server_with_slots_overlaps_and_never_hits_the_cache(slots_server):
     with open_connection(Target("llama", url=slots_server.url)) as conn:
         assert server_slots(conn.backend) == 2

@@ -17,6 +17,8 @@ from playwright.sync_api import Page, expect, sync_playwright
 from core.engine import free_port
 from tests.apptest import ROOT
 
+pytestmark = pytest.mark.browser
+
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -163,18 +165,41 @@ def test_two_sessions_are_serialised_and_keep_their_own_results(app_url: str):
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         first, second = (browser.new_context(viewport={"width": 1400, "height": 1600}).new_page() for _ in range(2))
-        for tab in (first, second):
+        for tab, rounds in ((first, 15), (second, 2)):
             open_cache_page(tab, app_url)
-            set_number(tab, "Rounds per strategy", 2)
+            set_number(tab, "Rounds per strategy", rounds)
             set_number(tab, "Document budget (tokens)", 600)
         main = "stMainBlockContainer"
         first.get_by_test_id(main).get_by_role("button", name="Run", exact=True).click()
-        expect(first.get_by_text(re.compile(r"Round 1 of 4"))).to_be_visible(timeout=30_000)
+        expect(first.get_by_text(re.compile(r"Round 1 of 30"))).to_be_visible(timeout=30_000)
         second.get_by_test_id(main).get_by_role("button", name="Run", exact=True).click()
+        # the first run has 30 requests to go: the second waits for it, however fast the machine
         expect(second.get_by_text(re.compile(r"^Waiting: another session"))).to_be_visible(timeout=30_000)
-        for tab in (first, second):
-            expect(tab.get_by_text("Done: 4 rounds.")).to_be_visible(timeout=180_000)
+        expect(first.get_by_text(re.compile(r"Round 3 of 30"))).to_be_visible(timeout=60_000)
+        expect(second.get_by_text(re.compile(r"^Waiting: another session"))).to_be_visible()
+        first.get_by_test_id(main).get_by_role("button", name="Stop", exact=True).click()
+        notice = first.get_by_text(re.compile(r"Stopped\. The \d+ rounds measured before the stop are kept\."))
+        expect(notice).to_be_visible(timeout=60_000)
+        kept = int(re.search(r"The (\d+) rounds", notice.inner_text()).group(1))
+        expect(second.get_by_text("Done: 4 rounds.")).to_be_visible(timeout=180_000)
+        for tab, count in ((first, kept), (second, 4)):
             idle(tab)
-            expect(tab.locator(ROWS)).to_have_count(4)  # each session sees only its own rounds
+            expect(tab.locator(ROWS)).to_have_count(count)  # each session sees only its own rounds
             _check_cache_pattern(tab)
+        browser.close()
+
+
+def test_a_chinese_browser_opens_in_chinese_and_the_sidebar_choice_wins(app_url: str):
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        tab = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1600}).new_page()
+        tab.goto(app_url)
+        idle(tab)
+        expect(tab.get_by_role("heading", name="一次请求的时间都去哪了？")).to_be_visible(timeout=30_000)
+        tab.get_by_test_id("stSidebar").get_by_text("English").click()
+        idle(tab)
+        expect(tab.get_by_role("heading", name="Where does a request's time go?")).to_be_visible()
+        tab.goto(app_url + "/prefix_cache")  # a new session: the browser's language again
+        idle(tab)
+        expect(tab.get_by_role("heading", name="实验 3 · 同一段长上下文，一轮又一轮")).to_be_visible()
         browser.close()

@@ -16,7 +16,7 @@ from core import experiments as ex
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.connect import Target, open_connection
 from core.prompts import fit_document
-from tests.fake_openai import SLOW_SECONDS
+from tests.fake_openai import SLOW_SECONDS, WORDS
 
 REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)
 KEY = "sk-fault-test-0123456789"
@@ -38,15 +38,26 @@ def test_fault_gives_clear_error(fake_api, model, needle):
         assert result.text.startswith("Prefill reads"), "the chunks before the fault are kept"
 
 
-@pytest.mark.parametrize("model", ["ok", "keepalive", "reasoning", "no-usage"])
+@pytest.mark.parametrize("model", ["ok", "keepalive", "reasoning", "no-usage", "list-content"])
 def test_quirks_that_are_not_faults(fake_api, model):
     with _backend(fake_api, model) as backend:
         result = backend.stream_chat(REQUEST)
     assert result.success, result.error
     assert result.text == "Prefill reads the prompt once."
     assert result.completion_tokens == (None if model == "no-usage" else 6)
-    if model == "reasoning":
+    if model in ("reasoning", "list-content"):
         assert result.reasoning_text == "Let me think" and result.first_reasoning_s < result.ttft_s
+
+
+def test_inline_think_stream_over_http(fake_api):
+    """DeepSeek-R1 as Groq and Together serve it: TTFT is the answer's first word, not the <think>."""
+    with _backend(fake_api, "think") as backend:
+        result = backend.stream_chat(REQUEST)
+    assert result.success, result.error
+    assert result.reasoning_inline and result.reasoning_text == "\nLet me think\n"
+    assert result.text == "\n\n" + "".join(WORDS)
+    # five more think pieces, then the first word, each written after a token_delay sleep
+    assert result.ttft_s - result.first_reasoning_s >= 5 * fake_api.token_delay
 
 
 def test_first_byte_later_than_timeout(fake_api):
@@ -102,7 +113,8 @@ def test_no_thread_leak_after_many_faults(fake_api):
 def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
     out = tmp_path / "run.json"
     env = {**os.environ, "MY_KEY": KEY}
-    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url, "--model", "cut",
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url,
+                           "--model", "cut",
                            "--key-env", "MY_KEY", "--only", "output", "--lengths", "2,8", "--json", str(out)],
                           capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 1
@@ -120,7 +132,8 @@ def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
 def test_cli_fault_matrix_keeps_the_good_round(fake_api, tmp_path, fault, needle):
     fake_api.fault, fake_api.fault_after = fault, 2  # the warm-up and round 1 succeed
     out = tmp_path / "run.json"
-    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url, "--model", "ok",
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "api", "--url", fake_api.base_url,
+                           "--model", "ok",
                            "--only", "output", "--lengths", "2,4,6", "--json", str(out)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
@@ -130,7 +143,8 @@ def test_cli_fault_matrix_keeps_the_good_round(fake_api, tmp_path, fault, needle
 
 
 def test_cli_refuses_rounds_that_do_not_fit_the_context(local_server):
-    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "llama", "--url", local_server.url, "--only", "cache",
+    proc = subprocess.run([sys.executable, "-m", "core", "--backend", "llama", "--url", local_server.url,
+                           "--only", "cache",
                            "--rounds", "200"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "200 rounds do not fit in a 4,096-token context" in proc.stderr
 
@@ -139,5 +153,6 @@ def test_llama_server_that_is_down_gets_a_readable_message():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(httpx.ConnectError, match=f"Cannot reach a llama-server at http://127.0.0.1:{port}: is it running"):
+    message = f"Cannot reach a llama-server at http://127.0.0.1:{port}: is it running"
+    with pytest.raises(httpx.ConnectError, match=message):
         open_connection(Target("llama", f"http://127.0.0.1:{port}/v1"))

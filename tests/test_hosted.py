@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 
+from core import runner
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.engine import LocalServer
 from core.hosting import HostedSettings, Refused, check_base_url, guarded_transport, load_settings
 from core.runner import BackgroundRun, active_runs
+from core.samples import EMBEDDED_DEFAULT
 from tests.apptest import KEY, app, rendered
 
 PUBLIC = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
@@ -36,15 +40,27 @@ def test_private_loopback_and_link_local_are_refused(address):
         check_base_url("https://api.example.com/v1", HOSTED, resolve=resolver(address))
 
 
-def test_every_connection_is_checked_again_when_it_is_made(fake_api):
-    """DNS rebinding: a host that passed the check but now resolves to loopback is still refused."""
-    strict = HostedSettings(hosted=True, allowed_base_urls=(fake_api.base_url,))
-    with OpenAICompatBackend(fake_api.base_url, "ok", transport=guarded_transport(strict)) as backend:
+def test_every_connection_is_checked_again_when_it_is_made(fake_api, monkeypatch):
+    """DNS rebinding: a host that resolved to a public address when its URL was checked, and to loopback
+    when the client connects, is refused at the connection, and no request reaches the loopback server."""
+    port = fake_api.base_url.rsplit(":", 1)[1].split("/")[0]
+    url = f"http://rebind.example:{port}/v1"
+    settings = HostedSettings(hosted=True, allowed_base_urls=(url,))
+    check_base_url(url, settings, resolve=lambda *a, **k: PUBLIC)  # the first answer: public, allowed
+    real_getaddrinfo = socket.getaddrinfo
+
+    def rebound(host, *args, **kwargs):  # the second answer: loopback, where the fake server listens
+        return real_getaddrinfo("127.0.0.1" if host == "rebind.example" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebound)
+    with OpenAICompatBackend(url, "ok", transport=guarded_transport(settings)) as backend:
         result = backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}]))
-    assert not result.success and "loopback, private or link-local" in result.error and fake_api.requests == []
-    loopback_ok = HostedSettings(hosted=True, allowed_base_urls=(fake_api.base_url,), allow_loopback=True)
-    with OpenAICompatBackend(fake_api.base_url, "ok", transport=guarded_transport(loopback_ok)) as backend:
+    assert not result.success and "rebind.example resolves to 127.0.0.1" in result.error
+    assert fake_api.requests == []
+    loopback_ok = HostedSettings(hosted=True, allowed_base_urls=(url,), allow_loopback=True)
+    with OpenAICompatBackend(url, "ok", transport=guarded_transport(loopback_ok)) as backend:
         assert backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}])).success
+    assert len(fake_api.requests) == 1, "the guarded client connected to the address it checked"
 
 
 def test_url_not_in_the_allow_list_is_refused():
@@ -74,20 +90,48 @@ def test_budgets():
         settings.check_run(1, 1001)
 
 
-def test_concurrent_runs_are_limited_atomically():
-    release = threading.Event()
+class SlowCountSet(set):
+    """A set whose size takes a moment to read: any gap between checking the count and adding to it
+    is then wide enough for every other thread to pass through it."""
+
+    def __len__(self) -> int:
+        time.sleep(0.002)
+        return super().__len__()
+
+
+def test_concurrent_runs_are_limited_atomically(monkeypatch):
+    """32 sessions press Run at the same instant on a demo that allows 4 runs: exactly 4 start."""
+    monkeypatch.setattr(runner, "_active", SlowCountSet(runner._active))
+    release, limit, contenders = threading.Event(), 4, 32
+    barrier = threading.Barrier(contenders)
+    started: list[BackgroundRun] = []
+    refused: list[str] = []
 
     def slow_rows(cancel, progress):
         release.wait(10)
         yield from ()
 
-    first = BackgroundRun("x", {}, slow_rows).start(max_concurrent=1 + active_runs())
+    def press_run(allowed: int) -> None:
+        run = BackgroundRun("x", {}, slow_rows)
+        barrier.wait()
+        try:
+            started.append(run.start(max_concurrent=allowed))
+        except Refused as exc:
+            refused.append(str(exc))
+
     try:
-        with pytest.raises(Refused, match="runs are in progress"):
-            BackgroundRun("x", {}, slow_rows).start(max_concurrent=active_runs())
+        allowed = active_runs() + limit
+        threads = [threading.Thread(target=press_run, args=(allowed,)) for _ in range(contenders)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
     finally:
         release.set()
-        first.join(5)
+        for run in started:
+            run.join(5)
+    assert len(started) == limit and len(refused) == contenders - limit
+    assert all("runs are in progress" in message for message in refused)
 
 
 def hosted_app(fake_api=None, **secrets):
@@ -163,10 +207,13 @@ def test_visitor_keys_stay_in_their_own_session(fake_api):
 
 
 def test_recorded_results_without_any_key(no_spawn):
+    recorded = [r for r in json.loads(EMBEDDED_DEFAULT.read_text())["rounds"] if r["experiment"] == "prefix_cache"]
     at = hosted_app()
     at.switch_page("app_pages/prefix_cache.py").run()
     at.button(key="recorded_prefix_cache").click().run()
     table = at.dataframe[0].value
-    assert set(table["strategy"]) == {"append_only", "timestamp_first"} and len(table) == 12
-    assert any("recorded" in str(node.proto) for node in at.get("multiselect")) or "recorded" in rendered(at)
+    assert list(table["recomputed_tokens"]) == [r["recomputed_tokens"] for r in recorded]
+    assert list(table["strategy"]) == [r["strategy"] for r in recorded]
+    run = at.session_state["history"]["prefix_cache"][-1]
+    assert run.label.startswith("recorded · ") and run.settings["recorded"] is True
     assert at.get("vega_lite_chart") and no_spawn == []

@@ -16,6 +16,8 @@ from core.connect import Target, open_connection
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.prompts import ServerTokenCounter, default_document, fit_document
 
+pytestmark = pytest.mark.llama
+
 SMALL_DOC_TOKENS = 600
 
 

@@ -29,8 +29,11 @@ from ui.contract import DrawRuns, ExperimentPlan, RunView
 from ui.secrets import hosted
 from ui.texts import texts
 
-TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens", "prefill_ms",
-                 "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms", "total_ms", "ms_per_output_token", "error"]
+TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens",
+                 "cache_write_tokens", "prefill_ms", "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms",
+                 "total_ms", "ms_per_output_token", "prefill_source", "decode_source", "usage_source", "error"]
+EXPLAINED_COLUMNS = ["prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "reused_tokens", "prefill_source",
+                     "decode_source", "usage_source"]  # where each number comes from: a tooltip on the header
 
 
 def history(experiment: str) -> list[BackgroundRun]:
@@ -165,7 +168,8 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str) -> None
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
                     st.subheader(t("common.table"))
-                    st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}")
+                    st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}",
+                                 column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS})
                 run.drawn()
             if not _active(run, snap):
                 break

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core.backends.anthropic import AnthropicBackend
 from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.openai_compat import OpenAICompatBackend
@@ -44,8 +45,11 @@ BACKENDS: dict[str, BackendSpec] = {
         BackendSpec("llama", LlamaServerBackend, "a llama-server you run, at --url", SERVER_URL, False),
         BackendSpec("api", OpenAICompatBackend, "an OpenAI-compatible streaming API (--preset or --url/--model)", API,
                     True),
+        BackendSpec("anthropic", AnthropicBackend, "Anthropic's Messages API, explicit prompt caching "
+                    "(--preset Anthropic or --url/--model)", API, True),
     )
 }
 
-__all__ = ["API", "BACKENDS", "ENGINE", "PRESETS", "SERVER_URL", "BackendSpec", "ChatRequest", "LlamaServerBackend",
+__all__ = ["API", "AnthropicBackend", "BACKENDS", "ENGINE", "PRESETS", "SERVER_URL", "BackendSpec", "ChatRequest",
+           "LlamaServerBackend",
            "OpenAICompatBackend", "Preset", "StreamingBackend"]

@@ -2,8 +2,12 @@
 
 Timing follows vLLM's benchmark clients: the clock (``time.perf_counter`` unless injected) is read
 when the request is sent and again as each line of the stream is read. First byte, first
-reasoning delta and first content delta (TTFT) are kept apart, because a llama-server answers
-with a role-only chunk a few milliseconds after the request, long before prefill ends.
+reasoning delta and the first answer token (TTFT) are kept apart, because a llama-server answers
+with a role-only chunk a few milliseconds after the request, long before prefill ends, and
+reasoning models think before they answer.
+
+"Never raises" is structural: each chunk is read inside its own guard, so any exception becomes
+the round's ``error`` naming the chunk, and what was read before it stays.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ from typing import Any
 
 import httpx
 
+from core.backends.chunks import ProgressCallback, StreamState, delta_parts
+from core.backends.errors import error_text, http_error_message, not_streaming_message
 from core.results import RequestResult
 from core.secrets import redact
-from core.sse import COMMENT, DONE, parse_sse_line
-
-ProgressCallback = Callable[[dict[str, Any]], None]
+from core.sse import iter_sse_lines, sse_field
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 
@@ -41,10 +45,11 @@ class StreamingBackend:
     """An OpenAI-compatible ``/chat/completions`` endpoint read as a stream.
 
     Subclasses add request fields (`extra_payload`) and read provider-specific fields
-    (`read_usage`, `read_chunk_extras`).
+    (`read_usage`, `read_chunk_extras`); a different protocol overrides `payload`, `endpoint`,
+    `auth_headers` and `read_chunk` (see `core.backends.anthropic`).
     """
 
-    kind = "base"
+    endpoint = "/chat/completions"
 
     def __init__(
         self,
@@ -60,32 +65,38 @@ class StreamingBackend:
         self.model = model
         self._api_key = api_key
         self.clock = clock
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport, headers=headers)
+        self.client = httpx.Client(timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport,
+                                   headers=self.auth_headers(api_key))
 
     # -- description -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """Settings safe to export: never the key, only whether one is set."""
-        return {"backend": self.kind, "base_url": self.base_url, "model": self.model, "api_key_set": bool(self._api_key)}
+        return {"base_url": self.base_url, "model": self.model, "api_key_set": bool(self._api_key)}
 
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> "StreamingBackend":
+    def __enter__(self) -> StreamingBackend:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- hooks ---------------------------------------------------------------------------------
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
     def extra_payload(self, request: ChatRequest) -> dict[str, Any]:
         return {}
 
-    def read_usage(self, usage: dict[str, Any], result: RequestResult) -> None:
+    def read_usage(self, usage: dict[str, Any], result: RequestResult, source: str) -> None:
+        """Token counts from a usage object found at ``source`` (e.g. ``usage``, ``x_groq.usage``)."""
         result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
         result.completion_tokens = usage.get("completion_tokens", result.completion_tokens)
+        result.usage_source = source
 
-    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult, on_progress: ProgressCallback | None) -> None:
+    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult,
+                          on_progress: ProgressCallback | None) -> None:
         pass
 
     # -- the request ---------------------------------------------------------------------------
@@ -108,13 +119,16 @@ class StreamingBackend:
         on_progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> RequestResult:
-        """Send one streaming request and measure it. Never raises for a network or server fault."""
+        """Send one streaming request and measure it. Never raises: every fault becomes ``error``."""
         result = RequestResult()
-        url = f"{self.base_url}/chat/completions"
-        body = json.dumps(self.payload(request)).encode()  # encoded before the clock starts
-        start = self.clock()
+        state = StreamState(result, on_progress)
+        url = f"{self.base_url}{self.endpoint}"
+        start = 0.0  # set once the body is encoded; nothing is timed before
         try:
-            with self.client.stream("POST", url, content=body, headers={"Content-Type": "application/json"}) as response:
+            body = json.dumps(self.payload(request)).encode()
+            start = self.clock()  # the body is encoded before the clock starts
+            headers = {"Content-Type": "application/json"}
+            with self.client.stream("POST", url, content=body, headers=headers) as response:
                 if response.status_code >= 400:
                     response.read()
                     result.error = http_error_message(response, self.model)
@@ -122,124 +136,93 @@ class StreamingBackend:
                     response.read()
                     result.error = not_streaming_message(response, self.model)
                 else:
-                    self._read_stream(response, result, start, on_progress, cancel)
+                    self._read_stream(response, state, start, cancel)
         except httpx.ConnectError as exc:
             result.error = f"Cannot connect to {self.base_url}: is the server running? ({exc})"
         except httpx.ConnectTimeout:
             result.error = f"Connecting to {self.base_url} timed out."
         except httpx.ReadTimeout:
             read = self.client.timeout.read
-            result.error = f"The server sent nothing for {read:g} s (read timeout) after {len(result.chunk_times_s)} chunks."
+            result.error = (f"The server sent nothing for {read:g} s (read timeout) "
+                            f"after {len(result.chunk_times_s)} chunks.")
         except httpx.RemoteProtocolError as exc:
             result.error = f"The stream was cut after {len(result.chunk_times_s)} chunks: {exc}"
         except httpx.HTTPError as exc:
             result.error = f"{type(exc).__name__} talking to {self.base_url}: {exc}"
-        except (ValueError, OSError) as exc:
-            result.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the promise: a fault ends this round with a message, never the run
+            result.error = f"{type(exc).__name__} after chunk {state.chunks} of the stream: {exc}"
+        if result.end_s is None and result.first_byte_s is not None:
+            result.end_s = self.clock() - start
         result.error = redact(result.error, self._api_key)
         result.success = not result.error
         return result
 
-    def _read_stream(self, response: httpx.Response, result: RequestResult, start: float,
-                     on_progress: ProgressCallback | None, cancel: threading.Event | None) -> None:
-        saw_done = False
-        for line in response.iter_lines():
+    def _read_stream(self, response: httpx.Response, state: StreamState, start: float,
+                     cancel: threading.Event | None) -> None:
+        result = state.result
+        for line in iter_sse_lines(response.iter_bytes()):
             now = self.clock() - start
             if result.first_byte_s is None:
                 result.first_byte_s = now
             if cancel is not None and cancel.is_set():
                 result.error = "Stopped by the user."
                 break
-            item = parse_sse_line(line)
-            if item is None or item is COMMENT:
-                continue
-            if item is DONE:
-                saw_done = True
-                break
-            try:
-                chunk = json.loads(item)
-            except json.JSONDecodeError:
-                result.error = f"Malformed JSON in the stream after {len(result.chunk_times_s)} chunks: {item[:80]!r}"
-                break
-            if not isinstance(chunk, dict):
-                result.error = f"Unexpected chunk in the stream: {item[:80]!r}"
-                break
-            if chunk.get("error"):
-                result.error = f"The server reported an error mid-stream: {error_text(chunk)}"
-                break
-            self._read_chunk(chunk, result, now, on_progress)
+            name, value = sse_field(line) if line else ("", "")
+            if not line:
+                state.event = ""  # a blank line ends an event
+            elif name == "event":
+                state.event = value.strip()
+            elif name == "data" and value.strip():
+                if value.strip() == "[DONE]":
+                    state.done = True
+                    break
+                state.chunks += 1
+                try:
+                    self.read_payload(value.strip(), state, now)
+                except Exception as exc:  # noqa: BLE001 - one unreadable chunk ends the round, keeping the rest
+                    result.error = (f"Chunk {state.chunks} of the stream could not be read "
+                                    f"({type(exc).__name__}: {exc}).")
+                if result.error or state.done:
+                    break
+        state.add(state.content.flush())
         result.end_s = self.clock() - start
-        if not result.error and not saw_done and result.finish_reason is None:
-            result.error = f"The stream was cut after {len(result.chunk_times_s)} chunks: it ended with no finish_reason and no [DONE]."
+        if not result.error and not state.done and result.finish_reason is None:
+            result.error = (f"The stream was cut after {len(result.chunk_times_s)} chunks: "
+                            "it ended with no finish_reason and no [DONE].")
 
-    def _read_chunk(self, chunk: dict[str, Any], result: RequestResult, now: float, on_progress: ProgressCallback | None) -> None:
+    def read_payload(self, payload: str, state: StreamState, now: float) -> None:
+        """Parse one ``data:`` payload as JSON and read it."""
+        try:
+            chunk = json.loads(payload)
+        except json.JSONDecodeError:
+            state.result.error = f"Malformed JSON in the stream at chunk {state.chunks}: {payload[:80]!r}"
+            return
+        if not isinstance(chunk, dict):
+            state.result.error = f"Unexpected chunk {state.chunks} in the stream: {payload[:80]!r}"
+            return
+        self.read_chunk(chunk, state, now)
+
+    def read_chunk(self, chunk: dict[str, Any], state: StreamState, now: float) -> None:
+        """One chat-completions chunk: deltas, finish reason, usage wherever it sits, a mid-stream error."""
+        result = state.result
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            content = delta.get("content")
+            reasoning, content = delta_parts(delta)
             if reasoning:
-                if result.first_reasoning_s is None:
-                    result.first_reasoning_s = now
-                result.reasoning_text += reasoning
-                result.chunk_times_s.append(now)
+                state.reasoning(reasoning, now)
             if content:
-                if result.ttft_s is None:
-                    result.ttft_s = now
-                result.text += content
+                state.answer(content, now)
+            if reasoning or content:
                 result.chunk_times_s.append(now)
             if choice.get("finish_reason"):
                 result.finish_reason = choice["finish_reason"]
             if isinstance(choice.get("usage"), dict):  # Moonshot puts usage inside the choice
-                self.read_usage(choice["usage"], result)
+                self.read_usage(choice["usage"], result, "choices[].usage")
         if isinstance(chunk.get("usage"), dict):
-            self.read_usage(chunk["usage"], result)
-        self.read_chunk_extras(chunk, result, on_progress)
-
-
-def error_text(body: Any) -> str:
-    """The human part of an error body: ``error.message`` when there is one."""
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict):
-            return str(err.get("message") or err)[:300]
-        return str(err)[:300]
-    return str(body)[:300]
-
-
-def _body_text(response: httpx.Response) -> str:
-    try:
-        return error_text(response.json())
-    except (ValueError, UnicodeDecodeError):
-        return response.text[:300].strip()
-
-
-HTTP_HINTS = {
-    400: "the server refused the request",
-    401: "the API key was rejected (missing, wrong, or for another provider)",
-    403: "the API key may not use this model or endpoint",
-    404: "the model or the endpoint does not exist at this base URL",
-    408: "the server timed out waiting for the request",
-    413: "the prompt is too large for this server",
-    429: "rate limited or out of quota",
-}
-
-
-def http_error_message(response: httpx.Response, model: str) -> str:
-    status = response.status_code
-    hint = HTTP_HINTS.get(status, "the server failed" if status >= 500 else "the request failed")
-    if status == 404:
-        hint = f"model '{model}' or the endpoint does not exist at this base URL"
-    message = f"HTTP {status}: {hint}."
-    retry_after = response.headers.get("retry-after")
-    if status == 429 and retry_after:
-        message += f" The server asks to retry after {retry_after} s."
-    body = _body_text(response)
-    if status == 400 and "stream" in body.lower():
-        message = f"HTTP 400: model '{model}' cannot stream on this server; pick a model that streams."
-    return f"{message} Server said: {body}" if body else message
-
-
-def not_streaming_message(response: httpx.Response, model: str) -> str:
-    kind = response.headers.get("content-type", "no content type") or "no content type"
-    return (f"Model '{model}' answered with one complete response ({kind}) instead of a stream: "
-            "it cannot stream here, so time to first token cannot be measured. Pick a model that streams.")
+            self.read_usage(chunk["usage"], result, "usage")
+        groq = chunk.get("x_groq")
+        if isinstance(groq, dict) and isinstance(groq.get("usage"), dict):  # Groq's older streams
+            self.read_usage(groq["usage"], result, "x_groq.usage")
+        self.read_chunk_extras(chunk, result, state.on_progress)
+        if chunk.get("error"):  # after the usage: OpenRouter's error chunk still carries it
+            result.error = f"The server reported an error mid-stream at chunk {state.chunks}: {error_text(chunk)}"

@@ -25,8 +25,6 @@ def origin_of(base_url: str) -> str:
 class LlamaServerBackend(OpenAICompatBackend):
     """A llama-server at ``url`` (with or without ``/v1``)."""
 
-    kind = "llama"
-
     def __init__(self, base_url: str, model: str = "", api_key: str | None = None, **kwargs: Any) -> None:
         self.origin = origin_of(base_url)
         super().__init__(self.origin + "/v1", model, api_key, **kwargs)
@@ -37,7 +35,8 @@ class LlamaServerBackend(OpenAICompatBackend):
             extra["ignore_eos"] = True
         return extra
 
-    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult, on_progress: ProgressCallback | None) -> None:
+    def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult,
+                          on_progress: ProgressCallback | None) -> None:
         progress = chunk.get("prompt_progress")
         if on_progress is not None and isinstance(progress, dict):
             on_progress(progress)
@@ -80,13 +79,19 @@ class LlamaServerBackend(OpenAICompatBackend):
 
 
 def read_timings(timings: dict[str, Any], result: RequestResult) -> None:
-    """Copy llama-server's ``timings`` into a result (they override usage-derived numbers)."""
+    """Copy llama-server's ``timings`` into a result (they override usage-derived numbers).
+
+    ``predicted_per_token_ms`` is the server's own decode time per token: ``predicted_ms`` over
+    ``predicted_n - 1``, as the first token comes out of the prefill pass.
+    """
     if "prompt_n" in timings:
         result.recomputed_tokens = timings["prompt_n"]
     if "cache_n" in timings:
         result.reused_tokens = timings["cache_n"]
+        result.usage_source = "timings.cache_n"
     if result.recomputed_tokens is not None and result.reused_tokens is not None:
         result.prompt_tokens = result.recomputed_tokens + result.reused_tokens
     result.server_prefill_ms = timings.get("prompt_ms", result.server_prefill_ms)
     result.server_decode_ms = timings.get("predicted_ms", result.server_decode_ms)
     result.server_decode_tokens = timings.get("predicted_n", result.server_decode_tokens)
+    result.server_ms_per_token = timings.get("predicted_per_token_ms", result.server_ms_per_token)

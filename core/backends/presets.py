@@ -30,5 +30,8 @@ PRESETS: dict[str, Preset] = {
         Preset("llama-server /v1", "http://127.0.0.1:8080/v1", "", None, "usage.prompt_tokens_details.cached_tokens"),
         Preset("vLLM", "http://127.0.0.1:8000/v1", "", "VLLM_API_KEY",
                "usage.prompt_tokens_details.cached_tokens (needs --enable-prompt-tokens-details)"),
+        Preset("Anthropic", "https://api.anthropic.com/v1", "claude-haiku-4-5", "ANTHROPIC_API_KEY",
+               "usage.cache_read_input_tokens (explicit cache_control breakpoints; Haiku 4.5 caches from 4,096 tokens)",
+               backend="anthropic"),
     )
 }

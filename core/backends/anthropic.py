@@ -1,0 +1,121 @@
+"""Anthropic's Messages API (``POST /v1/messages``, ``stream: true``), with explicit prompt caching.
+
+The shared `ChatRequest` (OpenAI-style messages, the system prompt first) is converted here, and
+``cache_control`` breakpoints are placed the way Anthropic requires: on the stable system block
+and on the last message. Experiments stay backend-neutral: with *append only* the next round
+reads everything up to the previous round's last message from the cache; when the system prompt
+changes every round (*timestamp first*) every round writes it again.
+
+Events: ``message_start`` (usage), ``content_block_start/delta/stop`` (``text_delta``;
+``thinking_delta`` is reasoning), ``message_delta`` (stop reason, final usage), ``message_stop``,
+``ping`` and ``error``. Usage: ``input_tokens`` is the uncached part only; ``cache_read_input_tokens``
+were reused, ``cache_creation_input_tokens`` were written (billed at 1.25x). A count the stream
+does not carry stays ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.chunks import StreamState
+from core.backends.errors import error_text
+from core.results import RequestResult
+
+API_VERSION = "2023-06-01"
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _text_blocks(content: Any) -> list[dict[str, Any]]:
+    """A message's content as Anthropic content blocks (a string becomes one text block)."""
+    if isinstance(content, list):
+        return [dict(block) for block in content]
+    return [{"type": "text", "text": str(content)}]
+
+
+def messages_payload(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """``system`` and ``messages`` in Messages format, with cache breakpoints on the system block and
+    on the last message."""
+    system = [m for m in messages if m.get("role") == "system"]
+    rest = [{"role": m["role"], "content": _text_blocks(m.get("content", ""))} for m in messages
+            if m.get("role") != "system"]
+    body: dict[str, Any] = {"messages": rest}
+    if system:
+        blocks = [block for m in system for block in _text_blocks(m.get("content", ""))]
+        blocks[-1]["cache_control"] = EPHEMERAL
+        body["system"] = blocks
+    if rest and rest[-1]["content"]:
+        rest[-1]["content"][-1]["cache_control"] = EPHEMERAL
+    return body
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class AnthropicBackend(StreamingBackend):
+    """Claude through ``/v1/messages``; the cache is read from the usage in ``message_start``/``message_delta``."""
+
+    endpoint = "/messages"
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        return headers
+
+    def payload(self, request: ChatRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
+                                "temperature": request.temperature, "stream": True,
+                                **messages_payload(request.messages)}
+        body.update(request.extra)
+        return body
+
+    def read_chunk(self, chunk: dict[str, Any], state: StreamState, now: float) -> None:
+        result = state.result
+        kind = chunk.get("type") or state.event
+        if kind == "message_start":
+            self.read_usage(chunk["message"].get("usage") or {}, result, "message_start.usage")
+        elif kind == "content_block_start":
+            block = chunk.get("content_block") or {}
+            self._read_text(block.get("type"), block.get("thinking") or block.get("text") or "", state, now)
+        elif kind == "content_block_delta":
+            delta = chunk.get("delta") or {}
+            self._read_text(delta.get("type"), delta.get("thinking") or delta.get("text") or "", state, now)
+        elif kind == "message_delta":
+            stop = (chunk.get("delta") or {}).get("stop_reason")
+            if stop:
+                result.finish_reason = stop
+            if isinstance(chunk.get("usage"), dict):
+                self.read_usage(chunk["usage"], result, "message_delta.usage")
+        elif kind == "message_stop":
+            state.done = True
+        elif kind == "error":
+            result.error = f"The server reported an error mid-stream at chunk {state.chunks}: {error_text(chunk)}"
+
+    @staticmethod
+    def _read_text(block_type: Any, text: str, state: StreamState, now: float) -> None:
+        if not text:
+            return
+        if block_type in ("thinking", "thinking_delta"):
+            state.reasoning(text, now)
+        elif block_type in ("text", "text_delta"):
+            state.answer(text, now)
+        else:
+            return  # tool input, signatures, server tool results: not text anyone reads as it streams
+        state.result.chunk_times_s.append(now)
+
+    def read_usage(self, usage: dict[str, Any], result: RequestResult, source: str) -> None:
+        """Prompt tokens = uncached input + cache reads + cache writes; reused = reads; recomputed = the rest."""
+        fresh = _int(usage.get("input_tokens"))
+        read = _int(usage.get("cache_read_input_tokens"))
+        written = _int(usage.get("cache_creation_input_tokens"))
+        if _int(usage.get("output_tokens")) is not None:
+            result.completion_tokens = usage["output_tokens"]
+        if fresh is None:
+            return  # message_delta of older API versions carries output_tokens only
+        result.usage_source = source
+        result.prompt_tokens = fresh + (read or 0) + (written or 0)
+        result.reused_tokens = read
+        result.cache_write_tokens = written
+        result.recomputed_tokens = None if read is None else fresh + (written or 0)

@@ -1,0 +1,49 @@
+"""Capture what your agent sends: a pass-through proxy that logs each LLM request for the cache doctor.
+
+``python -m core capture --upstream https://api.openai.com --out agent_log.jsonl`` serves on
+127.0.0.1:8089; point the agent's base URL at it, work as usual, stop with Ctrl-C, then run
+``python -m core doctor agent_log.jsonl``. Keys pass through to the upstream and are never logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from core.capture import CaptureServer
+
+DEFAULT_PORT = 8089
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--upstream", required=True,
+                        help="the real API's base URL, e.g. https://api.openai.com or https://api.anthropic.com")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--out", type=Path, required=True, help="the JSONL log to append to")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        server = CaptureServer(args.upstream, args.out, args.host, args.port, echo=True)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    base = server.base_url
+    print(f"Capturing {server.upstream} into {args.out.resolve()} (appending).\n"
+          f"Point your agent here:\n"
+          f"  OpenAI-compatible base URL: {base}/v1   (e.g. OPENAI_BASE_URL={base}/v1)\n"
+          f"  Anthropic base URL:         {base}      (e.g. ANTHROPIC_BASE_URL={base})\n"
+          f"Ctrl-C stops; then: python -m core doctor {args.out}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    unfinished = server.in_flight.count
+    print(f"Stopped; calls logged: {server.log.count}, in {args.out}."
+          + (f" {unfinished} still in flight were not logged." if unfinished else ""), flush=True)
+    return 0

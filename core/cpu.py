@@ -1,0 +1,105 @@
+"""What this processor can run: its instruction-set flags, and what a llama.cpp build needs.
+
+A prebuilt llama-server that uses an instruction the CPU lacks dies with SIGILL while loading the
+model. `needed_flags` tells what a build needs without running it, by disassembling its
+``libggml-cpu*.so`` (or the binary itself when it is statically linked) with ``objdump``; the
+answer is cached per file (path, size, mtime) because disassembly takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+# Instruction patterns in objdump's output and the /proc/cpuinfo flag each one needs.
+_PATTERNS: dict[str, re.Pattern[str]] = {
+    "avx_vnni": re.compile(r"\{vex\}\s+vpdpbu?s"),
+    "avx512_vnni": re.compile(r"(?<!\{vex\} )\bvpdpbu?sds?\b[^\n]*%[xyz]mm\d+\{|vpdpbu?sds?\s[^\n]*%zmm"),
+    "avx512f": re.compile(r"%zmm\d"),
+    "avx2": re.compile(r"\bvpbroadcast|\bvpermq\b|\bvpmaddubsw\s[^\n]*%ymm"),
+    "fma": re.compile(r"\bvfn?madd\d{3}"),
+    "f16c": re.compile(r"\bvcvtph2ps\b|\bvcvtps2ph\b"),
+}
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/prefill-lab`` or ``~/.cache/prefill-lab``: outside the checkout, shared by clones."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "prefill-lab"
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """This CPU's flags (x86 ``flags``, Arm ``Features``), empty where /proc/cpuinfo does not exist."""
+    try:
+        text = CPUINFO.read_text()
+    except OSError:
+        return frozenset()
+    match = re.search(r"^(?:flags|Features)\s*:\s*(.*)$", text, re.MULTILINE)
+    return frozenset(match.group(1).split()) if match else frozenset()
+
+
+def cpu_key() -> str:
+    """A short name for this CPU's instruction set: native builds are cached under it."""
+    digest = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:10]
+    return f"{platform.machine()}-{digest}"
+
+
+def _libraries(binary: Path) -> list[Path]:
+    """The files holding the CPU kernels: libggml-cpu*.so next to the binary, else the binary."""
+    found = sorted(binary.resolve().parent.glob("libggml-cpu*.so")) or sorted(binary.parent.glob("libggml-cpu*.so"))
+    return found or [binary.resolve()]
+
+
+def _picks_at_run_time(libraries: list[Path]) -> bool:
+    """A build with one ``libggml-cpu-<variant>.so`` per CPU family loads the one this CPU runs."""
+    return len([lib for lib in libraries if lib.name.startswith("libggml-cpu-")]) > 1
+
+
+def _scan(library: Path) -> set[str]:
+    """The flags one file's machine code needs, read from ``objdump -d``."""
+    proc = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    text = proc.stdout
+    return {flag for flag, pattern in _PATTERNS.items() if pattern.search(text)}
+
+
+def needed_flags(binary: Path) -> frozenset[str] | None:
+    """The CPU flags a llama-server build needs (empty when ggml picks a variant at run time); None when
+    it cannot be told (no objdump, not x86)."""
+    if platform.machine() not in ("x86_64", "AMD64") or shutil.which("objdump") is None:
+        return None
+    files = _libraries(binary)
+    if _picks_at_run_time(files):
+        return frozenset()
+    key = "|".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files)
+    store = cache_dir() / "needed-flags.json"
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        flags: set[str] = set()
+        for library in files:
+            flags |= _scan(library)
+        known[key] = sorted(flags)
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text(json.dumps(known, indent=1))
+    return frozenset(known[key])
+
+
+def missing_flags(binary: Path) -> list[str]:
+    """Flags the build needs that this CPU lacks; empty when all are present or unknown."""
+    needed = needed_flags(binary)
+    have = cpu_flags()
+    if needed is None or not have:
+        return []
+    return sorted(needed - have)

@@ -35,6 +35,7 @@ BATCH = "batch"
 DEFAULT_LEVELS = (1, 2, 4, 8)
 DEFAULT_OUTPUT_TOKENS = 128
 DEFAULT_PROMPT_TOKENS = 600
+BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
 
 
 def nearest_rank(values: Sequence[float], percent: float) -> float | None:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+from streamlit.testing.v1 import AppTest
 
 from core.backends import OpenAICompatBackend
 from core.batch import BATCH, BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, plan_batch, server_slots
@@ -20,6 +22,7 @@ from core.hosting import Refused, load_settings
 from core.prompts import EstimatingTokenCounter
 from core.runner import DONE, BackgroundRun
 from core.samples import recorded_rows
+from tests.apptest import api_state, app
 from tests.fake_openai import FakeOpenAIServer, Handler
 
 
@@ -183,3 +186,85 @@ def test_recorded_sample_holds_a_whole_default_sweep():
     assert [lv.concurrency for lv in levels] == [1, 2, 4, 8]
     assert all(lv.error == "" and lv.reused_tokens == 0 and len(lv.streams) == 2 * lv.concurrency for lv in levels)
     assert summarize_batch(levels) is not None
+
+
+# -- the page, through AppTest ----------------------------------------------------------------------
+PAGE = "app_pages/batching.py"
+
+
+def _run_page(at: AppTest) -> AppTest:
+    at.run()
+    at.switch_page(PAGE).run()
+    at.button(key=f"run_{BATCH}").click().run()
+    return at
+
+
+def test_page_runs_the_sweep_and_names_a_failing_stream(failing_api):
+    failing_api.fail_at = 5  # warm-up, N = 1 (2 requests), then N = 2's prefill phase: its second request fails
+    at = _run_page(app(**api_state(failing_api), batch_levels=[1, 2]))
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["concurrency"]) == [1, 2]
+    assert any("N = 2: 1 of 4 requests failed. First error: HTTP 500" in w.value for w in at.warning)
+    assert any("Some requests failed: N = 2: HTTP 500" in e.value for e in at.error)
+
+
+def test_page_in_chinese_and_the_home_page_quotes_the_sweep(fake_api):
+    at = _run_page(app(**api_state(fake_api), batch_levels=[1, 2], lang="zh"))
+    assert not at.exception and at.title[0].value == "实验 4 · 多个请求同时进行"
+    assert any("完成：2 档。" in s.value for s in at.success)
+    assert any(m.value.startswith("**输出 ÷ 输入**\n- gpt-4.1: **4.0×**") for m in at.markdown)
+    assert any("这次运行：单条流时" in m.value and "2 条流共用每一步时" in m.value for m in at.markdown), "price lens"
+    at.switch_page("app_pages/home.py").run()
+    assert any("实验 4：同时请求数从 1 增加到 2" in m.value for m in at.markdown)
+
+
+def test_hosted_visitor_cannot_choose_more_than_the_limit(fake_api):
+    at = app(batch_levels=[1, 2, 4, 8], model="ok", backend="api", preset="vLLM", base_url=fake_api.base_url)
+    for name, value in {"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_ALLOWED_BASE_URLS": fake_api.base_url,
+                        "PREFILL_LAB_ALLOW_LOOPBACK": "true", "PREFILL_LAB_MAX_CONCURRENCY": "2",
+                        "PREFILL_LAB_MAX_ROUNDS": "20"}.items():
+        at.secrets[name] = value
+    _run_page(at)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.multiselect(key="batch_levels").options == ["1", "2"]
+    assert list(at.dataframe[0].value["concurrency"]) == [1, 2]
+    assert len(fake_api.requests) == 1 + 2 * (1 + 2), "the warm-up, then two phases at N = 1 and N = 2 only"
+
+
+def _chart_records(at: AppTest) -> list[dict]:
+    records = []
+    for chart in at.get("vega_lite_chart"):
+        for dataset in chart.proto.datasets:
+            records.extend(convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records"))
+    return records
+
+
+@pytest.mark.parametrize(("page", "state", "columns"), [
+    ("app_pages/input_length.py", {"input_sizes": [128, 256], "input_repeats": 3}, ["ttft_ms"]),
+    ("app_pages/output_length.py", {"output_lengths": [8, 16], "output_repeats": 3},
+     ["total_ms", "ms_per_output_token"]),
+])
+def test_experiments_1_and_2_with_repeats_show_p50_and_p90(fake_api, page, state, columns):
+    at = app(**api_state(fake_api), **state)
+    at.run()
+    at.switch_page(page).run()
+    at.button(key=f"run_{'input_length' if 'input' in page else 'output_length'}").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    rounds = at.dataframe[0].value
+    spread = [r for r in _chart_records(at) if "p90" in r and r.get("n") == 3]
+    assert len(spread) == 2 * len(columns), "one p50/p90 mark per point and chart with repeats"
+    measured = {value for column in columns for value in rounds[column]}
+    for mark in spread:
+        assert mark["low"] <= mark["p50"] <= mark["p90"]
+        assert {mark["p50"], mark["p90"]} <= measured, "percentiles are measured values (nearest rank)"
+
+
+def test_page_shows_the_recorded_sweep_without_any_backend(fake_api):
+    at = app(**api_state(fake_api))
+    at.run()
+    at.switch_page(PAGE).run()
+    at.button(key=f"recorded_{BATCH}").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert list(at.dataframe[0].value["concurrency"]) == [1, 2, 4, 8]
+    assert fake_api.requests == [], "recorded results send nothing"
+    assert any(s.value == "Done: 4 levels." for s in at.success)

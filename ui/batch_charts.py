@@ -108,4 +108,4 @@ def streams_chart(level: BatchLevel, t: Texts) -> alt.Chart | None:
                         legend=alt.Legend(orient="bottom")),
         tooltip=["request", "part", alt.Tooltip("start:Q", format=",.0f"), alt.Tooltip("end:Q", format=",.0f"),
                  "error"],
-    ).properties(title=t("batch.chart_streams", n=level.concurrency), height=alt.Step(18))
+    ).properties(title=t("batch.chart_streams", n=level.concurrency), height=alt.Step(22))

@@ -32,11 +32,13 @@ class PriceList:
 
 
 PRICE_LISTS = (
-    PriceList("OpenAI", "gpt-4.1", 2.00, 8.00, "2026-06-21", "openai.com/api/pricing (via tokenmath.io)"),
-    PriceList("OpenAI", "gpt-4o", 2.50, 10.00, "2026-05", "platform.openai.com/docs/pricing"),
-    PriceList("Anthropic", "claude-sonnet-4-5", 3.00, 15.00, "2025-11-25", "docs.claude.com pricing"),
+    PriceList("OpenAI", "gpt-4.1", 2.00, 8.00, "2026-06-21", "OpenAI model pricing, via tokenmath.io"),
+    PriceList("OpenAI", "gpt-4o", 2.50, 10.00, "2026-05",
+              "platform.openai.com/docs/pricing, via aimodelcalc.pages.dev"),
+    PriceList("Anthropic", "claude-sonnet-4-5", 3.00, 15.00, "2025-11-25",
+              "Anthropic pricing, via docs.rs/cogito-claude"),
     PriceList("DeepSeek", "deepseek-chat (cache miss)", 0.27, 1.10, "2025-02",
-              "api-docs.deepseek.com/quick_start/pricing"),
+              "api-docs.deepseek.com/quick_start/pricing-details-usd"),
 )
 
 

@@ -12,6 +12,7 @@ page = st.navigation([
     st.Page("app_pages/input_length.py", title=t("nav.input"), icon=":material/input:"),
     st.Page("app_pages/output_length.py", title=t("nav.output"), icon=":material/output:"),
     st.Page("app_pages/prefix_cache.py", title=t("nav.cache"), icon=":material/cached:"),
+    st.Page("app_pages/batching.py", title=t("batch.nav"), icon=":material/stacks:"),
     st.Page("app_pages/cache_doctor.py", title=t("doctor.nav"), icon=":material/stethoscope:"),
 ])
 render_sidebar()

@@ -2,9 +2,10 @@
 
 Examples::
 
-    python -m core                                  # all experiments on the embedded local server
+    python -m core                                  # experiments 1-3 on the embedded local server
     python -m core --only cache --rounds 6 --json cache.json
     python -m core --backend llama --url http://127.0.0.1:8080
+    python -m core --only batch --concurrency 1,2,4,8 --json batch.json   # experiment 4: many requests at once
     python -m core --preset DeepSeek --only cache   # key from $DEEPSEEK_API_KEY
     python -m core doctor agent_log.jsonl --json findings.json    # a subcommand: see `python -m core --help`
 
@@ -25,9 +26,10 @@ from types import ModuleType
 
 import httpx
 
-from core import capture_cli, doctor_cli, engine_cli
+from core import batch_cli, capture_cli, doctor_cli, engine_cli
 from core import experiments as ex
 from core.backends import BACKENDS
+from core.batch import DEFAULT_LEVELS, BatchLevel
 from core.cli_target import add_target_arguments, target_from_args
 from core.connect import open_connection
 from core.engine import EngineError
@@ -53,8 +55,8 @@ def _ints(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description="Measure prefill, decode and prefix caching.")
     add_target_arguments(parser, list(BACKENDS), None)
-    parser.add_argument("--only", choices=["input", "output", "cache"], action="append",
-                        help="run only this experiment (repeatable); default: all")
+    parser.add_argument("--only", choices=["input", "output", "cache", "batch"], action="append",
+                        help="run only this experiment (repeatable); default: input, output and cache")
     parser.add_argument("--doc", type=Path, help="UTF-8 text file replacing the default document (experiment 3)")
     parser.add_argument("--rounds", type=int, default=ex.DEFAULT_ROUNDS, help="experiment 3 rounds per strategy")
     parser.add_argument("--strategies", default=",".join(ex.DEFAULT_STRATEGIES),
@@ -65,8 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lengths", type=_ints, default=list(ex.DEFAULT_OUTPUT_LENGTHS),
                         help="experiment 2 output tokens")
     parser.add_argument("--repeats", type=int, default=1, help="repeats per size/length (medians are reported)")
+    parser.add_argument("--concurrency", type=_ints, default=list(DEFAULT_LEVELS),
+                        help="experiment 4 (batch) requests at once, comma separated; up to the server's slots")
     parser.add_argument("--json", type=Path, help="write settings and rounds as JSON")
-    parser.add_argument("--csv", type=Path, help="write rounds as CSV")
+    parser.add_argument("--csv", type=Path, help="write rounds as CSV (experiment 4 alone: its levels)")
     commands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         summary = (module.__doc__ or name).strip().splitlines()[0]
@@ -105,6 +109,7 @@ def run_experiments(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     rows: list[RoundResult] = []
+    levels: list[BatchLevel] = []
     with ExitStack() as stack:
         try:
             conn = stack.enter_context(open_connection(target_from_args(args, stack)))
@@ -124,22 +129,27 @@ def run_experiments(args: argparse.Namespace) -> int:
         }
         if fitted is not None:
             runs["cache"] = partial(ex.prefix_cache_rounds, conn.backend, fitted, strategies, args.rounds)
-        print(header())
+        if set(only) - {"batch"}:
+            print(header())
         for name in only:
             print(f"[{name}] running...", file=sys.stderr)
+            if name == "batch":
+                batch_conn = batch_cli.batch_connection(conn, stack, args.concurrency, args.context)
+                levels = list(batch_cli.run_sweep(batch_conn, args.concurrency))
+                continue
             for row in runs[name]():
                 rows.append(row)
                 print(format_row(row), flush=True)
         settings = {**conn.describe(), "only": only, "rounds": args.rounds, "strategies": strategies,
                     "doc": args.doc.name if args.doc else "default", "doc_tokens": args.doc_tokens,
-                    "sizes": sizes, "lengths": args.lengths, "repeats": args.repeats}
-    for line in summary_lines(rows):
+                    "sizes": sizes, "lengths": args.lengths, "repeats": args.repeats, "concurrency": args.concurrency}
+    for line in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
         print(line)
     if args.json:
-        args.json.write_text(to_json(settings, rows))
+        args.json.write_text(to_json(settings, rows, levels=levels))
     if args.csv:
-        args.csv.write_text(to_csv(settings, rows))
-    return 1 if any(r.error for r in rows) else 0
+        args.csv.write_text(to_csv(settings, rows or levels))
+    return 1 if any(r.error for r in rows) or any(level.error for level in levels) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

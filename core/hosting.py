@@ -12,6 +12,7 @@ app; the environment alone elsewhere), so an operator configures a deploy in one
 | ``PREFILL_LAB_MAX_DOC_MB`` | size of an uploaded document | 1 |
 | ``PREFILL_LAB_MAX_TOKENS_PER_RUN`` | estimated prompt + output tokens in one run | 300000 |
 | ``PREFILL_LAB_MAX_CONCURRENT_RUNS`` | runs at once, all visitors together | 4 |
+| ``PREFILL_LAB_MAX_CONCURRENCY`` | requests at once in one run (experiment 4's largest N) | 4 |
 
 Outside hosted mode the limits are off, except the 5 MB upload limit.
 """
@@ -57,6 +58,13 @@ class HostedSettings:
     max_doc_bytes: int = 5 * 1024 * 1024
     max_tokens_per_run: int | None = None
     max_concurrent_runs: int | None = None
+    max_concurrency: int | None = None
+
+    def check_concurrency(self, concurrency: int) -> None:
+        """Raise `Refused` when one run would send more requests at once than this demo allows."""
+        if self.max_concurrency is not None and concurrency > self.max_concurrency:
+            raise Refused(f"This run sends {concurrency} requests at once; this demo allows {self.max_concurrency}. "
+                          "Choose smaller concurrency levels.")
 
     def check_run(self, planned_rounds: int, planned_tokens: int) -> None:
         """Raise `Refused` when a run would go over its budget (concurrency: `BackgroundRun.start`)."""
@@ -81,6 +89,7 @@ def load_settings(get: Getter) -> HostedSettings:
         max_doc_bytes=int(float(get("PREFILL_LAB_MAX_DOC_MB") or 1) * 1024 * 1024),
         max_tokens_per_run=_int(get("PREFILL_LAB_MAX_TOKENS_PER_RUN"), 300_000),
         max_concurrent_runs=_int(get("PREFILL_LAB_MAX_CONCURRENT_RUNS"), 4),
+        max_concurrency=_int(get("PREFILL_LAB_MAX_CONCURRENCY"), 4),
     )
 
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.export import Record
 from core.hosting import Refused
-from core.results import RoundResult
 
-RowSource = Callable[[threading.Event, Callable[[dict[str, Any]], None]], Iterator[RoundResult]]
+RowSource = Callable[[threading.Event, Callable[[dict[str, Any]], None]], Iterator[Record]]  # rounds or levels
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -42,7 +42,7 @@ REDRAW_WAIT_S = 2.0  # the longest a watched run waits for the page to redraw be
 
 @dataclass
 class Snapshot:
-    rows: list[RoundResult]
+    rows: list[Record]
     status: str
     progress: dict[str, Any] | None
     error: str
@@ -62,7 +62,7 @@ class BackgroundRun:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
 
     def __post_init__(self) -> None:
-        self.rows: list[RoundResult] = []
+        self.rows: list[Record] = []
         self.status = WAITING
         self.error = ""
         self.progress: dict[str, Any] | None = None
@@ -117,7 +117,7 @@ class BackgroundRun:
             self._bump()
 
     @classmethod
-    def recorded(cls, experiment: str, settings: dict[str, Any], rows: list[RoundResult], label: str) -> "BackgroundRun":
+    def recorded(cls, experiment: str, settings: dict[str, Any], rows: list[Record], label: str) -> "BackgroundRun":
         """A finished run made from saved rows (recorded sample results), never started."""
         run = cls(experiment, settings, lambda cancel, progress: iter(()), label=label)
         run.rows, run.status = list(rows), DONE

@@ -1,7 +1,8 @@
 """Recorded results shipped with the project, for a look without any backend or key.
 
 ``samples/embedded_default.json`` was written by ``python -m core --json`` on the embedded default
-(SmolLM2-135M on 2 CPU cores); ``samples/chapter_reference.json`` is the chapter's published table.
+(SmolLM2-135M on 2 CPU cores), ``samples/embedded_batch.json`` by ``python -m core --only batch
+--json`` (experiment 4, 8 slots); ``samples/chapter_reference.json`` is the chapter's published table.
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.export import rows_from_json
-from core.results import RoundResult
+from core.batch import BATCH
+from core.batch_summary import levels_from_json
+from core.export import Record, rows_from_json
 
 SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
 EMBEDDED_DEFAULT = SAMPLES_DIR / "embedded_default.json"
+EMBEDDED_BATCH = SAMPLES_DIR / "embedded_batch.json"
 
 
-def recorded_rows(experiment: str) -> tuple[dict[str, Any], list[RoundResult]]:
-    """The recorded settings and the rows of one experiment."""
+def recorded_rows(experiment: str) -> tuple[dict[str, Any], list[Record]]:
+    """The recorded settings and the rows of one experiment (experiment 4: its levels)."""
+    if experiment == BATCH:
+        batch_settings, levels = levels_from_json(EMBEDDED_BATCH.read_text())
+        return batch_settings, list(levels)
     settings, rows = rows_from_json(EMBEDDED_DEFAULT.read_text())
     return settings, [r for r in rows if r.experiment == experiment]
 

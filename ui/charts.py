@@ -12,6 +12,7 @@ import altair as alt
 import pandas as pd
 
 from core import experiments as ex
+from core.batch import nearest_rank
 from core.content import Texts
 from core.palette import CACHE_HIT, DECODE, PREFILL, SERIES
 from ui.contract import RunView
@@ -34,6 +35,23 @@ def _run_colour(runs: Runs, single: str) -> alt.Color | alt.Value:
                      legend=alt.Legend(orient="bottom"))
 
 
+def _spread(df: pd.DataFrame, x: str, y: str, colour: alt.Color | alt.Value) -> alt.LayerChart | None:
+    """Repeats of one point: a rule from the fastest to the p90 and a tick at the p50 (nearest rank).
+
+    None when no point was repeated: a single number has no spread to show.
+    """
+    groups = df.dropna(subset=[y]).groupby(["run", "target_tokens"])[[x, y]]
+    if df.empty or groups.size().max() < 2:
+        return None
+    stats = pd.DataFrame([{"run": run, x: part[x].median(), "low": part[y].min(), "n": len(part),
+                           "p50": nearest_rank(list(part[y]), 50), "p90": nearest_rank(list(part[y]), 90)}
+                          for (run, _), part in groups if len(part) > 1])
+    base = alt.Chart(stats).encode(x=alt.X(f"{x}:Q"), color=colour, tooltip=[
+        "run", x, "n", alt.Tooltip("p50:Q", format=",.1f"), alt.Tooltip("p90:Q", format=",.1f")])
+    return base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="low:Q", y2="p90:Q") + base.mark_tick(
+        thickness=3, size=18).encode(y="p50:Q")
+
+
 def input_chart(runs: Runs, t: Texts) -> alt.Chart | None:
     df = _frame(runs, ex.INPUT)
     if df.empty:
@@ -51,7 +69,9 @@ def input_chart(runs: Runs, t: Texts) -> alt.Chart | None:
     points = base.mark_point(size=70, filled=True)
     fit = base.transform_filter(alt.datum.series == series["ttft_ms"]).transform_regression(
         "prompt_tokens", "ms", groupby=["run"]).mark_line(strokeDash=[4, 3], opacity=0.7).encode(shape=alt.value(None))
-    return (points + fit).properties(title=t("input.chart_title"), height=320)
+    spread = _spread(df, "prompt_tokens", "ttft_ms", _run_colour(runs, PREFILL))  # TTFT over repeats: p50, p90
+    chart = points + fit if spread is None else points + fit + spread
+    return chart.properties(title=t("input.chart_title"), height=320)
 
 
 def output_charts(runs: Runs, t: Texts) -> tuple[alt.Chart, alt.Chart] | None:
@@ -68,6 +88,10 @@ def output_charts(runs: Runs, t: Texts) -> tuple[alt.Chart, alt.Chart] | None:
         x=alt.X("output_tokens:Q", title=t("output.x")),
         y=alt.Y("ms_per_output_token:Q", title="ms / token", scale=alt.Scale(zero=True)), color=colour,
         tooltip=["run", "output_tokens", alt.Tooltip("ms_per_output_token:Q", format=".2f")])
+    total_spread = _spread(df, "output_tokens", "total_ms", colour)
+    per_token_spread = _spread(df, "output_tokens", "ms_per_output_token", colour)
+    if total_spread is not None and per_token_spread is not None:  # repeats: p50 and p90 at each length
+        total_chart, per_token = total_chart + total_spread, per_token + per_token_spread
     return (total_chart.properties(title=t("output.chart_title"), height=300),
             per_token.properties(title=t("output.chart_per_token"), height=300))
 

@@ -12,14 +12,14 @@ from ui.secrets import api_key_for, hosted
 from ui.state import BACKEND_KEY, SESSION_KEY, offered_backends
 
 
-def current_target() -> Target:
-    """The backend chosen in the sidebar (starting the embedded server if it is the one)."""
+def current_target(slots: int = 1) -> Target:
+    """The backend chosen in the sidebar (starting the embedded server with ``slots`` if it is the one)."""
     name = st.session_state.get(BACKEND_KEY, "local")
     if name not in offered_backends(hosted()):
         name = offered_backends(hosted())[0]
     spec = BACKENDS[name]
     if spec.needs == ENGINE:
-        return Target(name, url=embedded_server().url)
+        return Target(name, url=embedded_server(slots).url)
     if spec.needs != API:
         return Target(name, url=st.session_state["llama_url"].strip())
     key, _ = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY))

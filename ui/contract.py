@@ -3,18 +3,23 @@
 A page describes its run as an `ExperimentPlan`: the settings, the `core.experiments.Plan` (requests and
 tokens, for budgets and progress) and `make_source`, which turns a `Connection` into the experiment's
 generator. It draws with a `DrawRuns`, which gets `RunView`s: the current run first, then the earlier runs
-the user chose to compare.
+the user chose to compare. An experiment whose records are not rounds (experiment 4 yields one
+`core.batch.BatchLevel` per concurrency) gives the loop a `Records` saying how to name, count, tabulate
+and export them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
+
+import pandas as pd
 
 from core.connect import Connection
 from core.content import Texts
 from core.experiments import Plan
+from core.export import Record, to_json
 from core.results import RoundResult
 from core.runner import RowSource
 
@@ -41,3 +46,18 @@ class ExperimentPlan:
     settings: dict[str, Any]  # exported with the rounds; never a key
     plan: Plan
     make_source: SourceFactory
+    steps: int | None = None  # records the run will yield, when that is not one per request (progress)
+    slots: int = 1  # the embedded server's slots this experiment needs (one server per setting)
+
+
+@dataclass(frozen=True)
+class Records:
+    """How the shared run loop names, counts, tabulates and exports an experiment's records."""
+
+    table: Callable[[Sequence[Any]], pd.DataFrame]
+    name: Callable[[Any], str]  # a failed record in a message: "round 3 · append_only", "N = 4"
+    step: str = "common.round_of"  # the progress text, formatted with i and n
+    done: str = "common.done"  # formatted with n
+    stopped: str = "common.stopped"  # formatted with n
+    failed: str = "common.failed"  # before the failed record's name and error
+    export: Callable[[dict[str, Any], Sequence[Record]], str] = to_json  # the JSON download

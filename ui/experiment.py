@@ -19,13 +19,13 @@ import pandas as pd
 import streamlit as st
 
 from core.content import Texts
-from core.export import to_csv, to_json
+from core.export import to_csv
 from core.hosting import Refused
 from core.results import RoundResult
 from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from core.samples import recorded_rows
 from ui.connection import connect, current_target
-from ui.contract import DrawRuns, ExperimentPlan, RunView
+from ui.contract import DrawRuns, ExperimentPlan, Records, RunView
 from ui.secrets import hosted
 from ui.texts import texts
 
@@ -52,7 +52,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
         st.error(str(exc), icon=":material/block:")
         return None
     try:
-        target = current_target()
+        target = current_target(plan.slots)
         conn = connect(target)
     except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
         st.error(f"{t('common.backend_error')} {exc}")
@@ -71,7 +71,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
     run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, rows, lock_key=target.lock_key(),
-                        planned_rounds=plan.plan.requests, label=label)
+                        planned_rounds=plan.steps or plan.plan.requests, label=label)
     try:
         run.start(hosted().max_concurrent_runs)
     except Refused as exc:
@@ -116,26 +116,26 @@ def _active(run: BackgroundRun, snap: Snapshot) -> bool:
     return snap.status in (WAITING, RUNNING) and not run.cancel.is_set()
 
 
-def _status(t: Texts, run: BackgroundRun, snap: Snapshot) -> None:
+def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> None:
     """Exactly one element in every state, so nothing stale is left behind when the state changes."""
     done = len(snap.rows)
     if snap.status == WAITING and not run.cancel.is_set():
         st.info(t("common.waiting"), icon=":material/hourglass_top:")
     elif _active(run, snap):
         total = max(run.planned_rounds, done + 1)
-        text = t("common.round_of", i=min(done + 1, total), n=total)
+        text = t(records.step, i=min(done + 1, total), n=total)
         if snap.progress and snap.progress.get("total"):
             p = snap.progress
             text += " · " + t("common.prefill_progress", processed=p.get("processed", 0), total=p["total"], cache=p.get("cache", 0))
         st.progress(min(done / total, 1.0), text=text)
     elif snap.status == STOPPED or run.cancel.is_set():
-        st.warning(t("common.stopped", n=done), icon=":material/stop_circle:")
+        st.warning(t(records.stopped, n=done), icon=":material/stop_circle:")
     elif snap.status == FAILED:
         failed = [r for r in snap.rows if r.error]
-        detail = f"round {failed[-1].round}: {failed[-1].error}" if failed else snap.error
-        st.error(f"{t('common.failed')} {detail}", icon=":material/error:")
+        detail = f"{records.name(failed[-1])}: {failed[-1].error}" if failed else snap.error
+        st.error(f"{t(records.failed)} {detail}", icon=":material/error:")
     else:
-        st.success(t("common.done", n=done), icon=":material/check_circle:")
+        st.success(t(records.done, n=done), icon=":material/check_circle:")
 
 
 def rounds_table(rows: Sequence[RoundResult]) -> pd.DataFrame:
@@ -145,7 +145,14 @@ def rounds_table(rows: Sequence[RoundResult]) -> pd.DataFrame:
     return frame[[c for c in TABLE_COLUMNS if c in frame and frame[c].notna().any() or c == "error"]]
 
 
-def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str) -> None:
+def round_name(row: RoundResult) -> str:
+    return f"round {row.round}{' · ' + row.strategy if row.strategy else ''}"
+
+
+ROUNDS = Records(table=rounds_table, name=round_name)
+
+
+def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records: Records = ROUNDS) -> None:
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
     t = texts()
     if run is None:
@@ -162,13 +169,13 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str) -> None
         while True:
             snap = run.snapshot()
             with status_box:
-                _status(t, run, snap)
+                _status(t, run, snap, records)
             if (len(snap.rows), snap.status) != (shown_rows, shown_status):
                 shown_rows, shown_status = len(snap.rows), snap.status
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
                     st.subheader(t("common.table"))
-                    st.dataframe(rounds_table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}",
+                    st.dataframe(records.table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}",
                                  column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS})
                 run.drawn()
             if not _active(run, snap):
@@ -180,13 +187,13 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str) -> None
         run.drawn()
     if was_active:
         st.rerun()  # the run has ended: draw Run, Stop and the downloads for the finished run
-    _downloads(t, run, snap)
+    _downloads(t, run, snap, records)
 
 
-def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot) -> None:
+def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> None:
     for row in snap.rows:
         if row.error:
-            st.error(f"Round {row.round}{' · ' + row.strategy if row.strategy else ''}: {row.error}")
+            st.error(f"{records.name(row)}: {row.error}")
     if snap.error:
         st.error(snap.error)
     if not snap.rows:
@@ -195,7 +202,7 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot) -> None:
     name = f"prefill-lab-{run.experiment}-{run.run_id}"
     left.download_button(t("common.download_csv"), to_csv(run.settings, snap.rows), f"{name}.csv", "text/csv",
                          on_click="ignore", key=f"csv-{run.run_id}", icon=":material/download:")
-    right.download_button(t("common.download_json"), to_json(run.settings, snap.rows), f"{name}.json",
+    right.download_button(t("common.download_json"), records.export(run.settings, snap.rows), f"{name}.json",
                           "application/json", on_click="ignore", key=f"json-{run.run_id}", icon=":material/download:")
 
 

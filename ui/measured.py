@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import streamlit as st
 
 from core import experiments as ex
+from core.batch import BATCH
+from core.batch_summary import BatchSummary, summarize_batch
 from core.results import RoundResult
 
 
@@ -25,6 +27,7 @@ class Measured:
     decode_tps: float | None
     ms_per_token: float | None
     cache: dict[str, ex.StrategySummary]
+    batch: BatchSummary | None = None  # experiment 4: its first and last level
 
     @property
     def ratio(self) -> float | None:
@@ -35,4 +38,5 @@ class Measured:
 
 def measured() -> Measured:
     inp, out = ex.summarize_input(rows_of(ex.INPUT)), ex.summarize_output(rows_of(ex.OUTPUT))
-    return Measured(inp.prefill_tokens_per_s, out.decode_tokens_per_s, out.ms_per_token, ex.summarize_cache(rows_of(ex.CACHE)))
+    return Measured(inp.prefill_tokens_per_s, out.decode_tokens_per_s, out.ms_per_token,
+                    ex.summarize_cache(rows_of(ex.CACHE)), summarize_batch(rows_of(BATCH)))

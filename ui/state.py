@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core import batch as bt
 from core import experiments as ex
 from core.backends import BACKENDS, PRESETS
 from core.hosting import HostedSettings
@@ -25,6 +26,8 @@ PERSISTENT = {
     "output_lengths": list(ex.DEFAULT_OUTPUT_LENGTHS), "output_repeats": 1,
     "cache_rounds": ex.DEFAULT_ROUNDS, "cache_doc_tokens": ex.DEFAULT_CACHE_DOC_TOKENS,
     "cache_strategies": list(ex.DEFAULT_STRATEGIES),
+    "batch_levels": list(bt.DEFAULT_LEVELS), "batch_output_tokens": bt.DEFAULT_OUTPUT_TOKENS,
+    "batch_prompt_tokens": bt.DEFAULT_PROMPT_TOKENS,
 }
 
 

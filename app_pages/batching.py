@@ -1,0 +1,126 @@
+"""Experiment 4: many requests at once. Decode throughput grows with N; prefill stays flat."""
+
+from collections.abc import Sequence
+
+import pandas as pd
+import streamlit as st
+
+from core import batch as bt
+from core.backends import BACKENDS, ENGINE
+from core.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
+from core.connect import Connection
+from core.content import Texts
+from core.engine import DEFAULT_CONTEXT
+from core.export import to_json
+from core.hosting import Refused
+from core.runner import RowSource
+from ui.batch_charts import latency_chart, streams_chart, throughput_chart
+from ui.contract import ExperimentPlan, Records, RunView
+from ui.engine import start_embedded
+from ui.experiment import explain, run_controls, show_run
+from ui.measured import measured
+from ui.secrets import hosted
+from ui.state import BACKEND_KEY
+from ui.texts import texts
+
+t = texts()
+st.title(t("batch.title"))
+st.markdown(t.rich("batch.idea"), unsafe_allow_html=True)
+embedded = BACKENDS[st.session_state.get(BACKEND_KEY, "local")].needs == ENGINE
+if embedded:
+    start_embedded(t, bt.BATCH_SLOTS)
+    st.caption(t("batch.engine_note", slots=bt.BATCH_SLOTS, context=DEFAULT_CONTEXT))
+
+most = hosted().max_concurrency
+choices = [n for n in (1, 2, 4, 8, 16) if (most is None or n <= most) and not (embedded and n > bt.BATCH_SLOTS)]
+st.session_state["batch_levels"] = [n for n in st.session_state["batch_levels"] if n in choices]
+with st.expander(t("common.settings"), expanded=True):
+    levels = sorted(st.multiselect(t("batch.levels"), choices, key="batch_levels"))
+    output_tokens = st.select_slider(t("batch.output_tokens"), [32, 64, 128, 256], key="batch_output_tokens")
+    prompt_tokens = st.select_slider(t("batch.prompt_tokens"), [200, 400, 600, 1000], key="batch_prompt_tokens")
+
+
+def make_source(conn: Connection) -> RowSource:
+    """The sweep at the levels the server decodes at once; refused when that leaves fewer than two of them."""
+    hosted().check_concurrency(max(levels, default=1))
+    slots = bt.server_slots(conn.backend)
+    allowed = bt.levels_that_fit(levels, slots)
+    if len(allowed) < min(2, len(levels)):
+        raise Refused(t("batch.capped", slots=slots, skipped=", ".join(str(n) for n in levels if n not in allowed)))
+    return lambda cancel, progress: bt.concurrency_sweep(conn.backend, conn.counter, allowed, output_tokens,
+                                                         prompt_tokens, cancel=cancel, on_progress=progress)
+
+
+def level_table(rows: Sequence[bt.BatchLevel]) -> pd.DataFrame:
+    return pd.DataFrame.from_records([{k: v for k, v in r.to_dict().items() if k != "streams"} for r in rows])
+
+
+LEVELS = Records(table=level_table, name=lambda level: f"N = {level.concurrency}", step="batch.level_of",
+                 done="batch.done", stopped="batch.stopped", failed="batch.failed",
+                 export=lambda settings, rows: to_json(settings, [], levels=rows))
+
+
+def _tps(value: float | None) -> str:
+    return f"{value:,.0f} tok/s" if value else "–"
+
+
+def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+    rows: list[bt.BatchLevel] = list(runs[0].rows)  # type: ignore[arg-type]
+    last, summary = (rows[-1] if rows else None), summarize_batch(rows)
+    a, b, c, d = st.columns(4)
+    a.metric(t("batch.metric_decode"), _tps(last and last.aggregate_decode_tps),
+             delta=f"{summary.decode_gain:.1f}x" if summary and summary.decode_gain else None)
+    b.metric(t("batch.metric_stream"), _tps(last and last.per_stream_decode_tps))
+    c.metric(t("batch.metric_prefill"), _tps(last and last.aggregate_prefill_tps))
+    alone, batched = (summary.decode_cost_alone, summary.decode_cost_batched) if summary else (None, None)
+    d.metric(t("batch.metric_cost"), t("batch.cost_value", alone=alone, batched=batched) if alone and batched else "–")
+    left, right = st.columns(2)
+    throughput, timeline = throughput_chart(runs, t), streams_chart(last, t) if last else None
+    if throughput is not None:
+        left.altair_chart(throughput, width="stretch", key=f"batch-throughput-{key}")
+    if timeline is not None:
+        right.altair_chart(timeline, width="stretch", key=f"batch-streams-{key}")
+    latency = latency_chart(runs, t)
+    if latency is not None:
+        st.altair_chart(latency, key=f"batch-latency-{key}")
+    for level in rows:
+        if level.errors:
+            st.warning(t("batch.failed_level", n=level.concurrency, errors=level.errors, total=len(level.streams),
+                         error=level.error))
+    shown, values = batch_verdict(rows)
+    explain(t, "batch", shown, t("batch.too_few") if shown is None else
+            t("batch.shown" if shown else "batch.not_shown", **values))
+
+
+def price_lens(t: Texts) -> None:
+    """The list prices (editable, with date and source) and their output/input ratio, beside this session's."""
+    names = {"provider": "price_provider", "model": "price_model", "input_per_mtok": "price_input",
+             "output_per_mtok": "price_output", "as_of": "price_as_of", "source": "price_source"}
+    frame = pd.DataFrame([{t(f"batch.{label}"): getattr(price, name) for name, label in names.items()}
+                          for price in PRICE_LISTS])
+    left, right = st.columns([3, 2])
+    with left:
+        prices = st.data_editor(frame, num_rows="dynamic", hide_index=True, key=f"batch_prices_{t.lang}")
+    ratios = pd.to_numeric(prices[t("batch.price_output")], errors="coerce") / pd.to_numeric(
+        prices[t("batch.price_input")], errors="coerce")
+    lines = [f"- {model}: **{ratio:.1f}×**" for model, ratio in zip(prices[t("batch.price_model")], ratios, strict=True)
+             if pd.notna(ratio) and ratio not in (float("inf"), float("-inf"))]
+    right.markdown(f"**{t('batch.price_ratio')}**\n" + "\n".join(lines))
+    batch = measured().batch
+    if batch and batch.decode_cost_alone and batch.decode_cost_batched:
+        right.markdown(t.rich("batch.price_measured", alone=batch.decode_cost_alone, batched=batch.decode_cost_batched,
+                              n=batch.last.concurrency), unsafe_allow_html=True)
+    else:
+        right.info(t("batch.price_missing"))
+
+
+plan = ExperimentPlan(bt.BATCH, {"levels": levels, "output_tokens": output_tokens, "prompt_tokens": prompt_tokens},
+                      bt.plan_batch(levels, output_tokens, prompt_tokens), make_source, steps=len(levels),
+                      slots=bt.BATCH_SLOTS)
+show_run(run_controls(plan), draw, bt.BATCH, LEVELS)
+
+st.subheader(t("batch.why_title"))
+st.markdown(t.rich("batch.why"), unsafe_allow_html=True)
+st.subheader(t("batch.price_title"))
+st.markdown(t("batch.price_intro"))
+price_lens(t)

@@ -1,0 +1,246 @@
+"""Experiment 4: many requests at once. A concurrency sweep that yields one `BatchLevel` per N.
+
+At each level N the sweep sends two phases, each of N requests started together (threads behind a
+barrier, one shared httpx client whose pool holds them all):
+
+- **prefill**: N prompts of about ``prompt_tokens`` tokens with ``max_tokens=1``; the aggregate
+  prefill rate is their prompt tokens over the phase's wall time;
+- **decode**: N short prompts answered with exactly ``output_tokens`` tokens (``ignore_eos``); the
+  aggregate decode rate is all streams' output tokens over the phase's wall time, and each stream's
+  own rate is its tokens after the first over the time from its first to its last token.
+
+Every request starts with its own nonce, and a llama-server is also told ``cache_prompt: false``,
+so nothing is served from a cache. Each stream's start, first token, chunks and end are kept in
+seconds since its level's phase began (`StreamTiming`), so their overlap can be checked.
+A failing stream is counted in its level (``errors``, first message in ``error``) and the other
+streams and levels go on; a level where every request failed ends the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
+from core.backends.llama_server import LlamaServerBackend
+from core.experiments import OUTPUT_PROMPT_TOKENS, Plan, warm_up
+from core.prompts import TokenCounter, default_document, input_length_messages, nonce, output_length_messages
+from core.results import RequestResult
+
+BATCH = "batch"
+DEFAULT_LEVELS = (1, 2, 4, 8)
+DEFAULT_OUTPUT_TOKENS = 128
+DEFAULT_PROMPT_TOKENS = 600
+BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
+
+
+def nearest_rank(values: Sequence[float], percent: float) -> float | None:
+    """The nearest-rank percentile: the smallest value with at least ``percent`` % of the values at or below it.
+
+    With the n values sorted, it is the one at 1-based rank ``ceil(percent / 100 * n)`` (rank 1 for 0 %).
+    It is always one of the measured values, never an interpolation; None when there are none.
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
+
+
+@dataclass
+class StreamTiming:
+    """One request of a level, in seconds since its phase began; first token None when none came."""
+
+    phase: str  # "prefill" or "decode"
+    start_s: float
+    first_token_s: float | None
+    end_s: float
+    output_tokens: int
+    prompt_tokens: int | None
+    reused_tokens: int | None
+    chunk_times_s: list[float] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class BatchLevel:
+    """One concurrency level: throughputs, latency percentiles (nearest rank) and its streams."""
+
+    concurrency: int
+    aggregate_decode_tps: float | None = None
+    per_stream_decode_tps: float | None = None  # median over the streams
+    per_stream_decode_tps_min: float | None = None
+    per_stream_decode_tps_max: float | None = None
+    aggregate_prefill_tps: float | None = None
+    prefill_prompt_tokens: int | None = None  # all the prefill phase's prompts together
+    output_tokens: int = 0  # all the decode phase's streams together
+    ttft_p50_ms: float | None = None  # decode phase: N short prompts sent at once
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None  # gaps between consecutive chunks, all streams pooled
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    prefill_wall_ms: float | None = None
+    wall_ms: float | None = None  # the decode phase
+    reused_tokens: int | None = None  # summed over every request; None when the server does not report it
+    errors: int = 0
+    error: str = ""  # the first failing stream's message; "" when every stream succeeded
+    streams: list[StreamTiming] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BatchLevel":
+        """Read back a record written by `to_dict` (an export, a recorded sample)."""
+        names = set(cls.__dataclass_fields__)
+        level = cls(**{k: v for k, v in data.items() if k in names and k != "streams"})
+        level.streams = [StreamTiming(**s) for s in data.get("streams") or []]
+        return level
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+def _rate(tokens: float, seconds: float | None) -> float | None:
+    return round(tokens / seconds, 2) if tokens and seconds and seconds > 0 else None
+
+
+def _output_tokens(result: RequestResult) -> int:
+    if result.completion_tokens is not None:
+        return result.completion_tokens
+    return len([t for t in result.chunk_times_s if result.ttft_s is not None and t >= result.ttft_s])
+
+
+def _timing(phase: str, offset: float, result: RequestResult) -> StreamTiming:
+    def shifted(seconds: float | None) -> float | None:
+        return None if seconds is None else round(offset + seconds, 5)
+
+    end = shifted(result.end_s)  # None when the request failed before any answer
+    return StreamTiming(phase, round(offset, 5), shifted(result.ttft_s), round(offset, 5) if end is None else end,
+                        _output_tokens(result), result.prompt_tokens, result.reused_tokens,
+                        [round(offset + t, 5) for t in result.chunk_times_s], result.error)
+
+
+def _stream_rate(stream: StreamTiming) -> float | None:
+    """One stream's decode rate: its tokens after the first over the time from its first to its last token."""
+    if stream.first_token_s is None:
+        return None
+    return _rate(stream.output_tokens - 1, stream.end_s - stream.first_token_s)
+
+
+def run_concurrently(backend: StreamingBackend, requests: Sequence[ChatRequest], phase: str,
+                     cancel: threading.Event | None = None) -> tuple[list[StreamTiming], list[RequestResult], float]:
+    """Send ``requests`` at once (one thread each, released together); their timings, results and wall seconds."""
+    barrier = threading.Barrier(len(requests) + 1)
+    origin: list[float] = []
+
+    def send(request: ChatRequest) -> tuple[float, RequestResult]:
+        barrier.wait()
+        offset = backend.clock() - origin[0]
+        return offset, backend.stream_chat(request, cancel=cancel)
+
+    with ThreadPoolExecutor(max_workers=len(requests), thread_name_prefix=f"batch-{phase}") as pool:
+        futures = [pool.submit(send, request) for request in requests]
+        origin.append(backend.clock())
+        barrier.wait()
+        sent = [future.result() for future in futures]
+    timings = [_timing(phase, offset, result) for offset, result in sent]
+    wall = max(t.end_s for t in timings) - min(t.start_s for t in timings)
+    return timings, [result for _, result in sent], wall
+
+
+def measure_level(backend: StreamingBackend, concurrency: int, body: str,
+                  output_tokens: int = DEFAULT_OUTPUT_TOKENS, cancel: threading.Event | None = None) -> BatchLevel:
+    """Both phases at one concurrency, folded into one record (see the module docstring).
+
+    ``body`` is the prefill phase's document (`prefill_body`); TTFT and inter-token percentiles come
+    from the decode phase.
+    """
+    extra = {"cache_prompt": False} if isinstance(backend, LlamaServerBackend) else {}
+    prefill_requests = [ChatRequest(input_length_messages(body, nonce()), max_tokens=1, ignore_eos=True,
+                                    extra=extra) for _ in range(concurrency)]
+    prefill, prefill_results, prefill_wall = run_concurrently(backend, prefill_requests, "prefill", cancel)
+    decode_requests = [ChatRequest(output_length_messages(nonce()), max_tokens=output_tokens, ignore_eos=True,
+                                   extra=extra) for _ in range(concurrency)]
+    decode: list[StreamTiming] = []
+    decode_results: list[RequestResult] = []
+    decode_wall = None
+    if cancel is None or not cancel.is_set():  # a stop between the phases sends no more requests
+        decode, decode_results, decode_wall = run_concurrently(backend, decode_requests, "decode", cancel)
+    level = BatchLevel(concurrency, streams=prefill + decode, prefill_wall_ms=_ms(prefill_wall),
+                       wall_ms=_ms(decode_wall))
+    failed = [t.error for t in level.streams if t.error]
+    level.errors, level.error = len(failed), (failed[0] if failed else "")
+    reused = [t.reused_tokens for t in level.streams if t.reused_tokens is not None]
+    level.reused_tokens = sum(reused) if reused else None
+    prompt_tokens = [(r.recomputed_tokens if r.recomputed_tokens is not None else r.prompt_tokens) or 0
+                     for r in prefill_results if not r.error]
+    level.prefill_prompt_tokens = sum(prompt_tokens) or None
+    level.aggregate_prefill_tps = _rate(sum(prompt_tokens), prefill_wall)
+    ok = [(t, r) for t, r in zip(decode, decode_results, strict=True) if not r.error]
+    level.output_tokens = sum(t.output_tokens for t, _ in ok)
+    level.aggregate_decode_tps = _rate(level.output_tokens, decode_wall)
+    per_stream = [rate for rate in (_stream_rate(t) for t, _ in ok) if rate is not None]
+    level.per_stream_decode_tps = nearest_rank(per_stream, 50)
+    level.per_stream_decode_tps_min = min(per_stream, default=None)
+    level.per_stream_decode_tps_max = max(per_stream, default=None)
+    ttfts = [r.ttft_s * 1000 for _, r in ok if r.ttft_s is not None]
+    gaps = [gap * 1000 for _, r in ok for gap in r.inter_token_s]
+    for name, values in (("ttft", ttfts), ("itl", gaps)):
+        for percent in (50, 90, 99):
+            value = nearest_rank(values, percent)
+            setattr(level, f"{name}_p{percent}_ms", None if value is None else round(value, 2))
+    return level
+
+
+def plan_batch(levels: Sequence[int], output_tokens: int = DEFAULT_OUTPUT_TOKENS,
+               prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> Plan:
+    """Two requests per stream per level (prefill, decode) plus the warm-up, for budgets."""
+    streams = sum(levels)
+    return Plan(2 * streams + 1 if streams else 0, streams * (prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + output_tokens))
+
+
+def server_slots(backend: StreamingBackend) -> int | None:
+    """How many requests a llama-server decodes at once (``/props`` ``total_slots``); None for an API."""
+    return backend.props().get("total_slots") if isinstance(backend, LlamaServerBackend) else None
+
+
+def levels_that_fit(levels: Sequence[int], most: int | None) -> list[int]:
+    """The requested concurrencies the server (``/props`` ``total_slots``) or a hosted limit allows."""
+    return sorted({n for n in levels if n >= 1 and (most is None or n <= most)})
+
+
+def prefill_body(counter: TokenCounter, prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> str:
+    """The document cut so that a prefill-phase prompt is about ``prompt_tokens`` tokens."""
+    overhead = counter.count(input_length_messages("", nonce())[0]["content"]) + 24
+    return counter.truncate(default_document()[: prompt_tokens * 8], max(prompt_tokens - overhead, 1))
+
+
+def concurrency_sweep(backend: StreamingBackend, counter: TokenCounter, levels: Sequence[int] = DEFAULT_LEVELS,
+                      output_tokens: int = DEFAULT_OUTPUT_TOKENS, prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+                      cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
+                      warm: bool = True) -> Iterator[BatchLevel]:
+    """Experiment 4: one `BatchLevel` per concurrency in ``levels``, in the order given.
+
+    A stop (``cancel``) drops the level in flight and keeps the ones measured. ``on_progress`` hears
+    ``{"concurrency": N, "level": i, "levels": len(levels)}`` as each level starts.
+    """
+    if warm:
+        warm_up(backend, cancel)
+    body = prefill_body(counter, prompt_tokens)
+    for index, concurrency in enumerate(levels, start=1):
+        if cancel is not None and cancel.is_set():
+            return
+        if on_progress is not None:
+            on_progress({"concurrency": concurrency, "level": index, "levels": len(levels)})
+        level = measure_level(backend, concurrency, body, output_tokens, cancel)
+        if cancel is not None and cancel.is_set():
+            return
+        yield level
+        if level.errors == len(level.streams):
+            return

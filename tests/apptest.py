@@ -8,6 +8,8 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-apptest-secret-0123456789"
+PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
+         "app_pages/batching.py", "app_pages/cache_doctor.py"]  # every page, in the navigation's order
 
 
 def app(**state) -> AppTest:

@@ -7,10 +7,7 @@ from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from core.export import to_csv, to_json
-from tests.apptest import KEY, api_state, app, rendered
-
-PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
-         "app_pages/cache_doctor.py"]
+from tests.apptest import KEY, PAGES, api_state, app, rendered
 
 
 @pytest.mark.llama

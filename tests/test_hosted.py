@@ -16,7 +16,7 @@ from core.engine import LocalServer
 from core.hosting import HostedSettings, Refused, check_base_url, guarded_transport, load_settings
 from core.runner import BackgroundRun, active_runs
 from core.samples import EMBEDDED_DEFAULT
-from tests.apptest import KEY, app, rendered
+from tests.apptest import KEY, PAGES, app, rendered
 
 PUBLIC = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]
 
@@ -163,8 +163,7 @@ def no_spawn(monkeypatch):
 def test_hosted_pages_show_only_apis_and_start_no_process(no_spawn):
     at = hosted_app()
     at.run()
-    for page in ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py",
-                 "app_pages/prefix_cache.py", "app_pages/cache_doctor.py"]:
+    for page in PAGES:
         at.switch_page(page).run()
         assert not at.exception, page
     offered = at.sidebar.radio(key="backend").options

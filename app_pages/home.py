@@ -24,13 +24,27 @@ else:
         quotes.append(t.rich("home.decode_quote", decode=m.decode_tps, ms=m.ms_per_token))
 append, others = m.cache.get("append_only"), [s for n, s in m.cache.items() if n != "append_only"]
 if append and others and append.recomputed_after_first is not None and others[0].recomputed_after_first is not None:
-    quotes.append(t.rich("home.cache_quote", append=append.recomputed_after_first, breaker=others[0].recomputed_after_first,
-                         other=t(f"strategy.{others[0].strategy}")))
+    quotes.append(
+        t.rich(
+            "home.cache_quote",
+            append=append.recomputed_after_first,
+            breaker=others[0].recomputed_after_first,
+            other=t(f"strategy.{others[0].strategy}"),
+        )
+    )
 if m.batch and m.batch.decode_gain:
-    quotes.append(t.rich("batch.home_quote", n1=m.batch.first.concurrency, n2=m.batch.last.concurrency,
-                         d1=m.batch.first.aggregate_decode_tps, d2=m.batch.last.aggregate_decode_tps,
-                         gain=m.batch.decode_gain, p1=m.batch.first.aggregate_prefill_tps or 0,
-                         p2=m.batch.last.aggregate_prefill_tps or 0))
+    quotes.append(
+        t.rich(
+            "batch.home_quote",
+            n1=m.batch.first.concurrency,
+            n2=m.batch.last.concurrency,
+            d1=m.batch.first.aggregate_decode_tps,
+            d2=m.batch.last.aggregate_decode_tps,
+            gain=m.batch.decode_gain,
+            p1=m.batch.first.aggregate_prefill_tps or 0,
+            p2=m.batch.last.aggregate_prefill_tps or 0,
+        )
+    )
 st.markdown("\n\n".join(quotes) if quotes else t("home.no_numbers"), unsafe_allow_html=True)
 
 st.subheader(t("home.timeline_title"))
@@ -39,7 +53,6 @@ decode_tps = m.decode_tps or REFERENCE_DECODE_TPS
 source = t("home.source_measured") if m.prefill_tps and m.decode_tps else t("home.source_reference")
 st.altair_chart(timeline_chart(2000, 40, prefill_tps, decode_tps, t), width="stretch")
 st.caption(t("home.timeline_caption", prompt=2000, output=40, prefill=prefill_tps, decode=decode_tps, source=source))
-
 
 
 def draw_prefix_diagram() -> None:

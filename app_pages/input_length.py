@@ -35,15 +35,20 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     rows = runs[0].rows
     summary = ex.summarize_input(rows)
     a, b, c = st.columns(3)
-    a.metric(t("input.metric_speed"), f"{summary.prefill_tokens_per_s:,.0f} tok/s" if summary.prefill_tokens_per_s else "–")
+    a.metric(
+        t("input.metric_speed"), f"{summary.prefill_tokens_per_s:,.0f} tok/s" if summary.prefill_tokens_per_s else "–"
+    )
     per_1k = summary.ms_per_1k()
     b.metric(t("input.metric_per_1k"), f"{per_1k:,.0f} ms" if per_1k else "–")
     fit = summary.ttft_fit
     if fit is None:
         c.metric(t("input.metric_intercept"), "–")
     else:  # a negative intercept means time grows faster than linearly (attention over long prompts)
-        c.metric(t("input.metric_intercept"), f"{max(fit.intercept, 0):,.0f} ms",
-                 help=t("input.intercept_help", intercept=fit.intercept, r2=fit.r2))
+        c.metric(
+            t("input.metric_intercept"),
+            f"{max(fit.intercept, 0):,.0f} ms",
+            help=t("input.intercept_help", intercept=fit.intercept, r2=fit.r2),
+        )
     chart, slot = input_chart(runs, t), st.empty()
     if chart is not None:
         slot.altair_chart(chart, width="stretch", key=f"input-chart-{key}")
@@ -51,5 +56,7 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
 
 
-plan = ExperimentPlan(ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, ex.plan_input(sizes, repeats), make_source)
+plan = ExperimentPlan(
+    ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, ex.plan_input(sizes, repeats), make_source
+)
 show_run(run_controls(plan), draw, ex.INPUT)

@@ -35,7 +35,9 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     prefill_tps = measured().prefill_tps
     ratio = prefill_tps / summary.decode_tokens_per_s if prefill_tps and summary.decode_tokens_per_s else None
     a, b, c = st.columns(3)
-    a.metric(t("output.metric_speed"), f"{summary.decode_tokens_per_s:,.1f} tok/s" if summary.decode_tokens_per_s else "–")
+    a.metric(
+        t("output.metric_speed"), f"{summary.decode_tokens_per_s:,.1f} tok/s" if summary.decode_tokens_per_s else "–"
+    )
     b.metric(t("output.metric_per_token"), f"{summary.ms_per_token:.1f} ms" if summary.ms_per_token else "–")
     c.metric(t("output.metric_ratio"), f"{ratio:.1f} : 1" if ratio else t("output.ratio_missing"))
     charts = output_charts(runs, t)
@@ -50,6 +52,7 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     explain(t, "output", shown, verdict)
 
 
-plan = ExperimentPlan(ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, ex.plan_output(lengths, repeats),
-                      make_source)
+plan = ExperimentPlan(
+    ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, ex.plan_output(lengths, repeats), make_source
+)
 show_run(run_controls(plan), draw, ex.OUTPUT)

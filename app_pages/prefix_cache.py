@@ -75,9 +75,11 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     ratios = ex.recomputed_ratio(summaries)
     metrics = [(f"{t('cache.metric_recomputed')} · {t(f'strategy.{s.strategy}')}",
                 f"{s.recomputed_total:,}" if s.recomputed_total is not None else "–") for s in summaries.values()]
-    metrics += [(t("cache.metric_ratio", name=t(f"strategy.{name}")), f"{ratio:.1f}×") for name, ratio in ratios.items()]
+    metrics += [
+        (t("cache.metric_ratio", name=t(f"strategy.{name}")), f"{ratio:.1f}×") for name, ratio in ratios.items()
+    ]
     for row in range(2):  # a fixed grid (4 strategies + 3 ratios at most), so the layout never shifts
-        for column, (label, value) in zip(st.columns(4), metrics[row * 4:row * 4 + 4]):
+        for column, (label, value) in zip(st.columns(4), metrics[row * 4 : row * 4 + 4], strict=False):
             column.metric(label, value)
     st.markdown(f"**{t.rich('cache.chart_tokens')}**", unsafe_allow_html=True)
     tokens, tokens_slot = cache_token_chart(runs, t), st.empty()
@@ -106,5 +108,12 @@ reference = chapter_reference()
 with st.expander(t("cache.reference")):
     st.dataframe(reference["rows"], hide_index=True)
     totals = reference["totals"]
-    st.caption(t("cache.reference_totals", append=totals["append_only_recomputed"], stamp=totals["timestamp_first_recomputed"],
-                 rounds=totals["rounds"], ratio=totals["timestamp_first_recomputed"] / totals["append_only_recomputed"]))
+    st.caption(
+        t(
+            "cache.reference_totals",
+            append=totals["append_only_recomputed"],
+            stamp=totals["timestamp_first_recomputed"],
+            rounds=totals["rounds"],
+            ratio=totals["timestamp_first_recomputed"] / totals["append_only_recomputed"],
+        )
+    )

@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def overheads(rows: list[RoundResult]) -> list[float]:
-    return [r.ttft_ms - r.prefill_ms for r in rows if not r.error and r.ttft_ms is not None and r.prefill_ms is not None]
+    return [
+        r.ttft_ms - r.prefill_ms for r in rows if not r.error and r.ttft_ms is not None and r.prefill_ms is not None
+    ]
 
 
 def through_app(url: str) -> tuple[list[RoundResult], float]:
@@ -64,19 +66,29 @@ def main() -> dict:
                 rows, per_request = measure(server.url)
                 (app_rows if measure is through_app else cli_rows).extend(rows)
                 (app_walls if measure is through_app else cli_walls).append(per_request)
-    ttft = [("through the app's run loop", spread(overheads(app_rows))), ("core generator (CLI)", spread(overheads(cli_rows)))]
+    ttft = [
+        ("through the app's run loop", spread(overheads(app_rows))),
+        ("core generator (CLI)", spread(overheads(cli_rows))),
+    ]
     walls = [("through the app's run loop", spread(app_walls)), ("core generator (CLI)", spread(cli_walls))]
     print(table(ttft, "ms of TTFT - server prefill"))
     print(table(walls, "ms of block wall time per request"))
     difference = ttft[0][1]["median"] - ttft[1][1]["median"]
     redraw = walls[0][1]["median"] - walls[1][1]["median"]
-    key = {"app_median_ms": ttft[0][1]["median"], "cli_median_ms": ttft[1][1]["median"],
-           "app_minus_cli_ms": round(difference, 3), "redraw_ms_per_request": round(redraw, 1),
-           "goal_met": abs(difference) <= 1.0}
-    return finish("app_overhead", {"lengths": LENGTHS, "repeats": REPEATS, "blocks": BLOCKS, "ttft": dict(ttft),
-                                   "wall_per_request": dict(walls)}, key,
-                  f"TTFT overhead through the app {difference:+.2f} ms vs the CLI (medians, interleaved; goal: within "
-                  f"1 ms); the page's redraw adds {redraw:.0f} ms of wall time per request")
+    key = {
+        "app_median_ms": ttft[0][1]["median"],
+        "cli_median_ms": ttft[1][1]["median"],
+        "app_minus_cli_ms": round(difference, 3),
+        "redraw_ms_per_request": round(redraw, 1),
+        "goal_met": abs(difference) <= 1.0,
+    }
+    return finish(
+        "app_overhead",
+        {"lengths": LENGTHS, "repeats": REPEATS, "blocks": BLOCKS, "ttft": dict(ttft), "wall_per_request": dict(walls)},
+        key,
+        f"TTFT overhead through the app {difference:+.2f} ms vs the CLI (medians, interleaved; goal: within "
+        f"1 ms); the page's redraw adds {redraw:.0f} ms of wall time per request",
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def minimal_client(url: str, body: dict) -> dict[str, float]:
                     ttft = now if ttft is None else ttft
                     arrivals.append(now)
             timings = chunk.get("timings", timings)
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
     return {"ttft_ms": ttft * 1000, "prompt_ms": timings["prompt_ms"], "itl_ms": statistics.median(gaps) * 1000,
             "server_ms_per_token": timings["predicted_ms"] / timings["predicted_n"]}
 

@@ -23,7 +23,9 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 def table(rows: list[tuple[str, dict[str, float]]], unit: str) -> str:
     width = max(len(name) for name, _ in rows)
     lines = [f"{'':{width}}  {'min':>10} {'median':>10} {'max':>10}  ({unit}, n)"]
-    lines += [f"{name:{width}}  {s['min']:>10.3f} {s['median']:>10.3f} {s['max']:>10.3f}  ({s['n']})" for name, s in rows]
+    lines += [
+        f"{name:{width}}  {s['min']:>10.3f} {s['median']:>10.3f} {s['max']:>10.3f}  ({s['n']})" for name, s in rows
+    ]
     return "\n".join(lines)
 
 
@@ -38,7 +40,11 @@ def finish(name: str, data: dict[str, Any], key: dict[str, Any], line: str) -> d
 def save(name: str, data: dict[str, Any]) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    meta = {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "python": sys.version.split()[0],
-            "machine": platform.machine(), "command": f"python -m bench {name}"}
+    meta = {
+        "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "command": f"python -m bench {name}",
+    }
     path.write_text(json.dumps({**meta, **data}, indent=2))
     return path

@@ -124,7 +124,9 @@ def run_experiments(args: argparse.Namespace) -> int:
             return 2
         sizes = ex.sizes_that_fit(args.sizes, conn.context)
         runs: dict[str, Callable[[], Iterator[RoundResult]]] = {
-            "input": partial(ex.input_length_sweep, conn.backend, default_document(), conn.counter, sizes, args.repeats),
+            "input": partial(
+                ex.input_length_sweep, conn.backend, default_document(), conn.counter, sizes, args.repeats
+            ),
             "output": partial(ex.output_length_sweep, conn.backend, args.lengths, args.repeats),
         }
         if fitted is not None:
@@ -140,9 +142,18 @@ def run_experiments(args: argparse.Namespace) -> int:
             for row in runs[name]():
                 rows.append(row)
                 print(format_row(row), flush=True)
-        settings = {**conn.describe(), "only": only, "rounds": args.rounds, "strategies": strategies,
-                    "doc": args.doc.name if args.doc else "default", "doc_tokens": args.doc_tokens,
-                    "sizes": sizes, "lengths": args.lengths, "repeats": args.repeats, "concurrency": args.concurrency}
+        settings = {
+            **conn.describe(),
+            "only": only,
+            "rounds": args.rounds,
+            "strategies": strategies,
+            "doc": args.doc.name if args.doc else "default",
+            "doc_tokens": args.doc_tokens,
+            "sizes": sizes,
+            "lengths": args.lengths,
+            "repeats": args.repeats,
+            "concurrency": args.concurrency,
+        }
     for line in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
         print(line)
     if args.json:

@@ -22,7 +22,9 @@ def add_target_arguments(parser: argparse.ArgumentParser, names: list[str], defa
     if any(BACKENDS[name].needs == API for name in names):
         parser.add_argument("--preset", choices=sorted(PRESETS), help="API preset: base URL, model, key variable")
         parser.add_argument("--model", help="model name for an API backend")
-        parser.add_argument("--key-env", help="environment variable holding the API key (keys never go on the command line)")
+        parser.add_argument(
+            "--key-env", help="environment variable holding the API key (keys never go on the command line)"
+        )
     if context:
         parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="context size of the embedded server")
 

@@ -49,7 +49,10 @@ class Texts:
 
     def colour(self, text: str) -> str:
         return _PHASE_MARK.sub(
-            lambda m: f"<span style='color:{PHASES[m.group(1)]};font-weight:600'>{self.data['phase'][m.group(1)]}</span>",
-            text).strip()
+            lambda m: (
+                f"<span style='color:{PHASES[m.group(1)]};font-weight:600'>{self.data['phase'][m.group(1)]}</span>"
+            ),
+            text,
+        ).strip()
 
     __call__ = plain

@@ -133,7 +133,8 @@ def output_length_sweep(backend: StreamingBackend, lengths: Sequence[int] = DEFA
                 return
 
 
-def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int, answer_tokens: int = CACHE_ANSWER_TOKENS) -> int:
+def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int,
+                     answer_tokens: int = CACHE_ANSWER_TOKENS) -> int:
     """The document budget that leaves room in ``context`` for every round's question and answer.
 
     Raises `DocumentError` when not even a short document fits.
@@ -146,11 +147,17 @@ def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int, answer_t
     return min(doc_tokens, room)
 
 
-def prefix_cache_rounds(backend: StreamingBackend, document: FittedDocument,
-                        strategies: Sequence[str] = DEFAULT_STRATEGIES, rounds: int = DEFAULT_ROUNDS,
-                        answer_tokens: int = CACHE_ANSWER_TOKENS, seed: int = 0,
-                        cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
-                        warm: bool = True) -> Iterator[RoundResult]:
+def prefix_cache_rounds(
+    backend: StreamingBackend,
+    document: FittedDocument,
+    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    rounds: int = DEFAULT_ROUNDS,
+    answer_tokens: int = CACHE_ANSWER_TOKENS,
+    seed: int = 0,
+    cancel: threading.Event | None = None,
+    on_progress: ProgressCallback | None = None,
+    warm: bool = True,
+) -> Iterator[RoundResult]:
     """Experiment 3: the same long context for ``rounds`` rounds under each strategy.
 
     Each round adds the previous answer and a new question at the end. The strategy decides what
@@ -212,8 +219,12 @@ def summarize_input(rows: Sequence[RoundResult]) -> InputSummary:
             speeds.append(tokens / ms * 1000)
             used.append(r)
     prompt_tokens = [r.prompt_tokens for r in ok]
-    return InputSummary(median(speeds), linear_fit(prompt_tokens, [r.ttft_ms for r in ok]),
-                        linear_fit(prompt_tokens, [r.prefill_ms for r in ok]), _sources(used, "prefill_source"))
+    return InputSummary(
+        median(speeds),
+        linear_fit(prompt_tokens, [r.ttft_ms for r in ok]),
+        linear_fit(prompt_tokens, [r.prefill_ms for r in ok]),
+        _sources(used, "prefill_source"),
+    )
 
 
 @dataclass
@@ -227,9 +238,12 @@ class OutputSummary:
 def summarize_output(rows: Sequence[RoundResult]) -> OutputSummary:
     ok = _ok(rows, OUTPUT)
     per_token = median(r.ms_per_output_token for r in ok)
-    return OutputSummary(per_token, 1000 / per_token if per_token else None,
-                         linear_fit([r.output_tokens for r in ok], [r.total_ms for r in ok]),
-                         _sources([r for r in ok if r.ms_per_output_token is not None], "decode_source"))
+    return OutputSummary(
+        per_token,
+        1000 / per_token if per_token else None,
+        linear_fit([r.output_tokens for r in ok], [r.total_ms for r in ok]),
+        _sources([r for r in ok if r.ms_per_output_token is not None], "decode_source"),
+    )
 
 
 @dataclass
@@ -256,7 +270,8 @@ def summarize_cache(rows: Sequence[RoundResult]) -> dict[str, StrategySummary]:
         later = [r for r in mine if r.round > 1]
         writes = [r.cache_write_tokens for r in mine]
         out[str(strategy)] = StrategySummary(
-            str(strategy), len(mine),
+            str(strategy),
+            len(mine),
             _total([r.recomputed_tokens for r in mine]),
             _total([r.reused_tokens for r in mine]),
             median(r.recomputed_tokens for r in later),

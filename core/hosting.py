@@ -80,7 +80,9 @@ def load_settings(get: Getter) -> HostedSettings:
     if not _flag(get("PREFILL_LAB_HOSTED")):
         return HostedSettings()
     default_urls = ",".join(p.base_url for p in PRESETS.values() if p.base_url.startswith("https://"))
-    urls = tuple(u.strip().rstrip("/") for u in (get("PREFILL_LAB_ALLOWED_BASE_URLS") or default_urls).split(",") if u.strip())
+    urls = tuple(
+        u.strip().rstrip("/") for u in (get("PREFILL_LAB_ALLOWED_BASE_URLS") or default_urls).split(",") if u.strip()
+    )
     return HostedSettings(
         hosted=True,
         allowed_base_urls=urls,
@@ -98,8 +100,10 @@ def _check_address(host: str, address_text: str, settings: HostedSettings) -> No
     if address.is_loopback and settings.allow_loopback:
         return
     if not address.is_global or address.is_multicast:
-        raise Refused(f"{host} resolves to {address}, a loopback, private or link-local address; "
-                      "this demo only calls public APIs.")
+        raise Refused(
+            f"{host} resolves to {address}, a loopback, private or link-local address; "
+            "this demo only calls public APIs."
+        )
 
 
 class GuardedNetworkBackend(httpcore.SyncBackend):
@@ -112,8 +116,14 @@ class GuardedNetworkBackend(httpcore.SyncBackend):
     def __init__(self, settings: HostedSettings) -> None:
         self.settings = settings
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
         try:
             addresses = [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
             for address in addresses:
@@ -130,20 +140,23 @@ def guarded_transport(settings: HostedSettings) -> httpx.HTTPTransport:
     return transport
 
 
-def check_base_url(url: str, settings: HostedSettings,
-                   resolve: Callable[..., list] = socket.getaddrinfo) -> None:
+def check_base_url(url: str, settings: HostedSettings, resolve: Callable[..., list] = socket.getaddrinfo) -> None:
     """In hosted mode, allow only listed base URLs whose host resolves to public addresses."""
     if not settings.hosted:
         return
     normalized = url.strip().rstrip("/")
     if normalized not in settings.allowed_base_urls:
-        raise Refused(f"This demo only calls its listed APIs ({', '.join(settings.allowed_base_urls)}); "
-                      f"{normalized or 'an empty URL'} is not one of them.")
+        raise Refused(
+            f"This demo only calls its listed APIs ({', '.join(settings.allowed_base_urls)}); "
+            f"{normalized or 'an empty URL'} is not one of them."
+        )
     parts = urlsplit(normalized)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Refused(f"{normalized} is not an http(s) URL.")
     try:
-        infos = resolve(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP)
+        infos = resolve(
+            parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP
+        )
     except (socket.gaierror, UnicodeError) as exc:
         raise Refused(f"Cannot resolve {parts.hostname}: {exc}") from None
     for info in infos:

@@ -49,7 +49,9 @@ def read_document(data: bytes, name: str = "upload", max_bytes: int = MAX_UPLOAD
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DocumentError(f"{name} is not valid UTF-8 (byte {exc.start}). Save it as UTF-8 text and upload again.") from None
+        raise DocumentError(
+            f"{name} is not valid UTF-8 (byte {exc.start}). Save it as UTF-8 text and upload again."
+        ) from None
     return text.replace("\r\n", "\n")
 
 
@@ -139,8 +141,10 @@ def output_length_messages(run_nonce: str) -> list[dict[str, str]]:
 
 
 # -- experiment 3: a long context sent for several rounds -----------------------------------------
-INSTRUCTIONS = ("You are a careful assistant for engineers. Answer questions about the reference "
-                "document below in one short sentence.")
+INSTRUCTIONS = (
+    "You are a careful assistant for engineers. Answer questions about the reference "
+    "document below in one short sentence."
+)
 
 TOOLS = [
     {"name": "search_docs", "description": "Full-text search over the reference document."},
@@ -184,8 +188,10 @@ class PromptParts:
 
 def render_system(parts: PromptParts, tools: list[dict[str, str]] | None = None, header: str = "") -> str:
     tool_lines = "\n".join(f"- {t['name']}: {t['description']}" for t in (tools if tools is not None else parts.tools))
-    return (f"{header}Conversation {parts.conversation}.\n{parts.instructions}\n\n# Tools\n{tool_lines}\n\n"
-            f"# Reference document\n{parts.document}")
+    return (
+        f"{header}Conversation {parts.conversation}.\n{parts.instructions}\n\n# Tools\n{tool_lines}\n\n"
+        f"# Reference document\n{parts.document}"
+    )
 
 
 def append_only(parts: PromptParts, round_no: int, rng: random.Random) -> str:
@@ -238,7 +244,9 @@ class Conversation:
 
     def next_messages(self) -> list[dict[str, str]]:
         """The request for the next round: the strategy's system prompt, the history, a new question."""
-        return round_messages(self.build_system(self.parts, len(self.history) + 1, self.rng), self.history, self.question)
+        return round_messages(
+            self.build_system(self.parts, len(self.history) + 1, self.rng), self.history, self.question
+        )
 
     def answered(self, answer: str) -> None:
         self.history.append((self.question, answer))

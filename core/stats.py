@@ -24,7 +24,7 @@ class LinearFit:
 
 def linear_fit(xs: Iterable[float | None], ys: Iterable[float | None]) -> LinearFit | None:
     """Least squares y = slope*x + intercept over the pairs where both are present; None if < 2 x values."""
-    pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=False) if x is not None and y is not None]
     if len({x for x, _ in pairs}) < 2:
         return None
     n = len(pairs)

@@ -76,7 +76,9 @@ def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api)
 def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
     at = app(**api_state(fake_api))
     at.switch_page("app_pages/prefix_cache.py").run()
-    at.file_uploader(key="cache_upload").upload("agent_prompt.txt", "MY AGENT PROMPT. ".encode() * 50, "text/plain").run()
+    at.file_uploader(key="cache_upload").upload(
+        "agent_prompt.txt", "MY AGENT PROMPT. ".encode() * 50, "text/plain"
+    ).run()
     assert any("agent_prompt.txt" in c.value for c in at.caption)
     assert any("used whole" in c.value for c in at.caption)
     at.number_input(key="cache_rounds").set_value(1).run()
@@ -112,8 +114,6 @@ def test_failing_backend_keeps_completed_rounds(fake_api):
     table = at.dataframe[0].value
     assert len(table) == 2 and table["error"].iloc[0] == "" and "HTTP 500" in table["error"].iloc[1]
     assert any("HTTP 500" in e.value for e in at.error)
-
-
 
 
 def test_typed_key_is_used_but_never_sent_back(fake_api):

@@ -181,7 +181,8 @@ def test_hosted_refuses_a_loopback_url_even_when_listed(fake_api, no_spawn):
 
 
 def test_hosted_budget_and_upload_limit(fake_api):
-    at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", PREFILL_LAB_MAX_ROUNDS="4", PREFILL_LAB_MAX_DOC_MB="0.001")
+    at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", PREFILL_LAB_MAX_ROUNDS="4",
+                    PREFILL_LAB_MAX_DOC_MB="0.001")
     at.switch_page("app_pages/prefix_cache.py").run()
     at.number_input(key="cache_rounds").set_value(3).run()
     at.button(key="run_prefix_cache").click().run()

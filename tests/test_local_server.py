@@ -101,7 +101,9 @@ def test_prefix_cache_append_reuses_timestamp_recomputes(local):
 
 
 def test_ttft_grows_with_input_length(local):
-    rows = list(ex.input_length_sweep(local.backend, default_document(), local.counter, sizes=[128, 1024], max_tokens=2))
+    rows = list(
+        ex.input_length_sweep(local.backend, default_document(), local.counter, sizes=[128, 1024], max_tokens=2)
+    )
     assert [r.error for r in rows] == ["", ""]
     short, long = rows
     assert long.prompt_tokens > 5 * short.prompt_tokens
@@ -132,9 +134,28 @@ def test_stop_keeps_measured_rounds(local):
 
 def test_cli_cache_experiment_on_embedded_default(tmp_path):
     out = tmp_path / "cache.json"
-    proc = subprocess.run([sys.executable, "-m", "core", "--only", "cache", "--rounds", "2", "--doc-tokens", "300",
-                           "--context", "2048", "--json", str(out), "--csv", str(tmp_path / "cache.csv")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "--only",
+            "cache",
+            "--rounds",
+            "2",
+            "--doc-tokens",
+            "300",
+            "--context",
+            "2048",
+            "--json",
+            str(out),
+            "--csv",
+            str(tmp_path / "cache.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "append_only" in proc.stdout and "timestamp_first recomputed" in proc.stdout
     import json
@@ -143,8 +164,11 @@ def test_cli_cache_experiment_on_embedded_default(tmp_path):
     assert data["settings"]["backend"] == "local" and data["settings"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     rounds = data["rounds"]
     assert [(r["experiment"], r["strategy"], r["round"], r["error"]) for r in rounds] == [
-        ("prefix_cache", "append_only", 1, ""), ("prefix_cache", "append_only", 2, ""),
-        ("prefix_cache", "timestamp_first", 1, ""), ("prefix_cache", "timestamp_first", 2, "")]
+        ("prefix_cache", "append_only", 1, ""),
+        ("prefix_cache", "append_only", 2, ""),
+        ("prefix_cache", "timestamp_first", 1, ""),
+        ("prefix_cache", "timestamp_first", 2, ""),
+    ]
     for row in rounds:
         assert 300 < row["prompt_tokens"] < 2048 and row["output_tokens"] > 0
         assert 0 < row["prefill_ms"] <= row["ttft_ms"] and row["decode_ms"] > 0

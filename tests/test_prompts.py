@@ -76,16 +76,18 @@ def _common_prefix(a: str, b: str) -> int:
 
 def test_append_only_rounds_extend_the_previous_prompt():
     prompts = _rounds("append_only")
-    for earlier, later in zip(prompts, prompts[1:]):
+    for earlier, later in zip(prompts, prompts[1:], strict=False):
         # everything up to the previous question is kept; only the end changes
         assert later.startswith(earlier.rsplit("Question", 1)[0])
         assert _common_prefix(earlier, later) > 0.95 * len(earlier)
 
 
-@pytest.mark.parametrize("strategy,limit", [("timestamp_first", 40), ("random_request_id", 20), ("reshuffled_tools", 400)])
+@pytest.mark.parametrize(
+    "strategy,limit", [("timestamp_first", 40), ("random_request_id", 20), ("reshuffled_tools", 400)]
+)
 def test_breaking_strategies_differ_near_the_start(strategy, limit):
     prompts = _rounds(strategy)
-    for earlier, later in zip(prompts, prompts[1:]):
+    for earlier, later in zip(prompts, prompts[1:], strict=False):
         assert _common_prefix(earlier, later) < limit
 
 

@@ -57,7 +57,9 @@ def input_chart(runs: Runs, t: Texts) -> alt.Chart | None:
     if df.empty:
         return None
     series = {"ttft_ms": t("input.series_ttft"), "prefill_ms": t("input.series_prefill")}
-    long = df.melt(id_vars=["run", "prompt_tokens", "round"], value_vars=list(series), var_name="series", value_name="ms")
+    long = df.melt(
+        id_vars=["run", "prompt_tokens", "round"], value_vars=list(series), var_name="series", value_name="ms"
+    )
     long = long.dropna(subset=["ms", "prompt_tokens"]).assign(series=lambda d: d["series"].map(series))
     base = alt.Chart(long).encode(
         x=alt.X("prompt_tokens:Q", title=t("input.x")),
@@ -67,8 +69,12 @@ def input_chart(runs: Runs, t: Texts) -> alt.Chart | None:
         tooltip=["run", "series", "prompt_tokens", alt.Tooltip("ms:Q", format=",.0f"), "round"],
     )
     points = base.mark_point(size=70, filled=True)
-    fit = base.transform_filter(alt.datum.series == series["ttft_ms"]).transform_regression(
-        "prompt_tokens", "ms", groupby=["run"]).mark_line(strokeDash=[4, 3], opacity=0.7).encode(shape=alt.value(None))
+    fit = (
+        base.transform_filter(alt.datum.series == series["ttft_ms"])
+        .transform_regression("prompt_tokens", "ms", groupby=["run"])
+        .mark_line(strokeDash=[4, 3], opacity=0.7)
+        .encode(shape=alt.value(None))
+    )
     spread = _spread(df, "prompt_tokens", "ttft_ms", _run_colour(runs, PREFILL))  # TTFT over repeats: p50, p90
     chart = points + fit if spread is None else points + fit + spread
     return chart.properties(title=t("input.chart_title"), height=320)
@@ -80,20 +86,32 @@ def output_charts(runs: Runs, t: Texts) -> tuple[alt.Chart, alt.Chart] | None:
         return None
     colour = _run_colour(runs, DECODE)
     total = alt.Chart(df).encode(
-        x=alt.X("output_tokens:Q", title=t("output.x")), y=alt.Y("total_ms:Q", title=t("output.y")), color=colour,
-        tooltip=["run", "output_tokens", alt.Tooltip("total_ms:Q", format=",.0f"), "round"])
-    total_chart = (total.mark_point(size=70, filled=True)
-                   + total.transform_regression("output_tokens", "total_ms", groupby=["run"]).mark_line(strokeDash=[4, 3]))
-    per_token = alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("output_tokens:Q", title=t("output.x")),
-        y=alt.Y("ms_per_output_token:Q", title="ms / token", scale=alt.Scale(zero=True)), color=colour,
-        tooltip=["run", "output_tokens", alt.Tooltip("ms_per_output_token:Q", format=".2f")])
+        y=alt.Y("total_ms:Q", title=t("output.y")),
+        color=colour,
+        tooltip=["run", "output_tokens", alt.Tooltip("total_ms:Q", format=",.0f"), "round"],
+    )
+    total_chart = total.mark_point(size=70, filled=True) + total.transform_regression(
+        "output_tokens", "total_ms", groupby=["run"]
+    ).mark_line(strokeDash=[4, 3])
+    per_token = (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("output_tokens:Q", title=t("output.x")),
+            y=alt.Y("ms_per_output_token:Q", title="ms / token", scale=alt.Scale(zero=True)),
+            color=colour,
+            tooltip=["run", "output_tokens", alt.Tooltip("ms_per_output_token:Q", format=".2f")],
+        )
+    )
     total_spread = _spread(df, "output_tokens", "total_ms", colour)
     per_token_spread = _spread(df, "output_tokens", "ms_per_output_token", colour)
     if total_spread is not None and per_token_spread is not None:  # repeats: p50 and p90 at each length
         total_chart, per_token = total_chart + total_spread, per_token + per_token_spread
-    return (total_chart.properties(title=t("output.chart_title"), height=300),
-            per_token.properties(title=t("output.chart_per_token"), height=300))
+    return (
+        total_chart.properties(title=t("output.chart_title"), height=300),
+        per_token.properties(title=t("output.chart_per_token"), height=300),
+    )
 
 
 def _strategy_names(t: Texts, df: pd.DataFrame) -> pd.DataFrame:
@@ -105,18 +123,28 @@ def cache_token_chart(runs: Runs, t: Texts) -> alt.Chart | None:
     if df.empty or df["recomputed_tokens"].isna().all():
         return None
     kinds = {"recomputed_tokens": t("cache.recomputed"), "reused_tokens": t("cache.reused")}
-    long = _strategy_names(t, df).melt(id_vars=["run", "strategy", "round"], value_vars=list(kinds),
-                                       var_name="kind", value_name="tokens")
+    long = _strategy_names(t, df).melt(
+        id_vars=["run", "strategy", "round"], value_vars=list(kinds), var_name="kind", value_name="tokens"
+    )
     long = long.assign(kind=long["kind"].map(kinds))
-    chart = alt.Chart(long).mark_bar().encode(
-        x=alt.X("round:O", title=t("cache.x"), axis=alt.Axis(labelAngle=0)),
-        xOffset=alt.XOffset("kind:N", sort=list(kinds.values())),
-        y=alt.Y("tokens:Q", title=t("cache.y_tokens")),
-        color=alt.Color("kind:N", title=None, sort=list(kinds.values()),
-                        scale=alt.Scale(domain=list(kinds.values()), range=[PREFILL, CACHE_HIT]),
-                        legend=alt.Legend(orient="bottom")),
-        tooltip=["run", "strategy", "round", "kind", alt.Tooltip("tokens:Q", format=",")],
-    ).properties(width=260, height=260)
+    chart = (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("round:O", title=t("cache.x"), axis=alt.Axis(labelAngle=0)),
+            xOffset=alt.XOffset("kind:N", sort=list(kinds.values())),
+            y=alt.Y("tokens:Q", title=t("cache.y_tokens")),
+            color=alt.Color(
+                "kind:N",
+                title=None,
+                sort=list(kinds.values()),
+                scale=alt.Scale(domain=list(kinds.values()), range=[PREFILL, CACHE_HIT]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=["run", "strategy", "round", "kind", alt.Tooltip("tokens:Q", format=",")],
+        )
+        .properties(width=260, height=260)
+    )
     row = alt.Row("run:N", title=None) if len(runs) > 1 else alt.Undefined
     return chart.facet(column=alt.Column("strategy:N", title=None), row=row)
 
@@ -127,29 +155,54 @@ def cache_ttft_chart(runs: Runs, t: Texts) -> alt.Chart | None:
         return None
     df = _strategy_names(t, df)
     names = list(dict.fromkeys(df["strategy"]))
-    return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("round:O", title=t("cache.x"), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("ttft_ms:Q", title=t("cache.y_ms")),
-        color=alt.Color("strategy:N", title=None, scale=alt.Scale(domain=names, range=SERIES[: len(names)]),
-                        legend=alt.Legend(orient="bottom")),
-        strokeDash=alt.StrokeDash("run:N", title=None) if len(runs) > 1 else alt.Undefined,
-        tooltip=["run", "strategy", "round", alt.Tooltip("ttft_ms:Q", format=",.0f"), "recomputed_tokens"],
-    ).properties(title=t("cache.chart_ttft"), height=280)
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("round:O", title=t("cache.x"), axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("ttft_ms:Q", title=t("cache.y_ms")),
+            color=alt.Color(
+                "strategy:N",
+                title=None,
+                scale=alt.Scale(domain=names, range=SERIES[: len(names)]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+            strokeDash=alt.StrokeDash("run:N", title=None) if len(runs) > 1 else alt.Undefined,
+            tooltip=["run", "strategy", "round", alt.Tooltip("ttft_ms:Q", format=",.0f"), "recomputed_tokens"],
+        )
+        .properties(title=t("cache.chart_ttft"), height=280)
+    )
 
 
-def timeline_chart(prompt_tokens: int, output_tokens: int, prefill_tps: float, decode_tps: float, t: Texts) -> alt.Chart:
+def timeline_chart(
+    prompt_tokens: int, output_tokens: int, prefill_tps: float, decode_tps: float, t: Texts
+) -> alt.Chart:
     """One request to scale: a single prefill block, then one thin block per output token."""
     prefill_ms = prompt_tokens / prefill_tps * 1000
     step = 1000 / decode_tps
     rows = [{"phase": t("phase.prefill"), "start": 0.0, "end": prefill_ms, "label": f"{prompt_tokens:,} tokens"}]
-    rows += [{"phase": t("phase.decode"), "start": prefill_ms + i * step, "end": prefill_ms + (i + 1) * step - step * 0.15,
-              "label": f"token {i + 1}"} for i in range(output_tokens)]
+    rows += [
+        {
+            "phase": t("phase.decode"),
+            "start": prefill_ms + i * step,
+            "end": prefill_ms + (i + 1) * step - step * 0.15,
+            "label": f"token {i + 1}",
+        }
+        for i in range(output_tokens)
+    ]
     domain = [t("phase.prefill"), t("phase.decode")]
-    return alt.Chart(pd.DataFrame(rows)).mark_bar().encode(
-        x=alt.X("start:Q", title="ms"), x2="end:Q", y=alt.Y("phase:N", title=None, sort=domain),
-        color=alt.Color("phase:N", scale=alt.Scale(domain=domain, range=[PREFILL, DECODE]), legend=None),
-        tooltip=["phase", "label", alt.Tooltip("start:Q", format=",.1f"), alt.Tooltip("end:Q", format=",.1f")],
-    ).properties(height=alt.Step(40))
+    return (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_bar()
+        .encode(
+            x=alt.X("start:Q", title="ms"),
+            x2="end:Q",
+            y=alt.Y("phase:N", title=None, sort=domain),
+            color=alt.Color("phase:N", scale=alt.Scale(domain=domain, range=[PREFILL, DECODE]), legend=None),
+            tooltip=["phase", "label", alt.Tooltip("start:Q", format=",.1f"), alt.Tooltip("end:Q", format=",.1f")],
+        )
+        .properties(height=alt.Step(40))
+    )
 
 
 def prefix_diagram(t: Texts, slices: int = 12) -> alt.Chart:
@@ -160,10 +213,21 @@ def prefix_diagram(t: Texts, slices: int = 12) -> alt.Chart:
         for i in range(slices + 1):
             new_tail = i == slices
             hit = strategy == "append_only" and not new_tail
-            rows.append({"strategy": t.plain(f"strategy.{strategy}"), "slice": i, "state": reused if hit else recomputed})
-    return alt.Chart(pd.DataFrame(rows)).mark_rect(stroke="white", strokeWidth=2).encode(
-        x=alt.X("slice:O", title=None, axis=None), y=alt.Y("strategy:N", title=None),
-        color=alt.Color("state:N", title=None, scale=alt.Scale(domain=[recomputed, reused], range=[PREFILL, CACHE_HIT]),
-                        legend=alt.Legend(orient="bottom")),
-    ).properties(height=alt.Step(40))
-
+            rows.append(
+                {"strategy": t.plain(f"strategy.{strategy}"), "slice": i, "state": reused if hit else recomputed}
+            )
+    return (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_rect(stroke="white", strokeWidth=2)
+        .encode(
+            x=alt.X("slice:O", title=None, axis=None),
+            y=alt.Y("strategy:N", title=None),
+            color=alt.Color(
+                "state:N",
+                title=None,
+                scale=alt.Scale(domain=[recomputed, reused], range=[PREFILL, CACHE_HIT]),
+                legend=alt.Legend(orient="bottom"),
+            ),
+        )
+        .properties(height=alt.Step(40))
+    )

@@ -99,13 +99,16 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
     current = runs[-1] if runs else None
     left, middle, right, _ = st.columns([1, 1, 2, 2])
     busy = current is not None and current.active
-    if left.button(t("common.run"), type="primary", disabled=busy, key=f"run_{experiment}", icon=":material/play_arrow:"):
+    if left.button(
+        t("common.run"), type="primary", disabled=busy, key=f"run_{experiment}", icon=":material/play_arrow:"
+    ):
         if start_run(plan) is not None:
             st.rerun()  # draw the buttons again: Run disabled, Stop enabled
     if middle.button(t("common.stop"), disabled=not busy, key=f"stop_{experiment}", icon=":material/stop:") and current:
         current.stop()
-    if recorded and right.button(t("common.show_recorded"), disabled=busy, key=f"recorded_{experiment}",
-                                 icon=":material/history:"):
+    if recorded and right.button(
+        t("common.show_recorded"), disabled=busy, key=f"recorded_{experiment}", icon=":material/history:"
+    ):
         load_recorded(experiment)
         current = history(experiment)[-1]
     return current
@@ -126,7 +129,9 @@ def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> N
         text = t(records.step, i=min(done + 1, total), n=total)
         if snap.progress and snap.progress.get("total"):
             p = snap.progress
-            text += " · " + t("common.prefill_progress", processed=p.get("processed", 0), total=p["total"], cache=p.get("cache", 0))
+            text += " · " + t(
+                "common.prefill_progress", processed=p.get("processed", 0), total=p["total"], cache=p.get("cache", 0)
+            )
         st.progress(min(done / total, 1.0), text=text)
     elif snap.status == STOPPED or run.cancel.is_set():
         st.warning(t(records.stopped, n=done), icon=":material/stop_circle:")
@@ -159,7 +164,9 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
         st.info(t("common.no_rounds"))
         return
     earlier = [r for r in history(experiment) if r is not run and r.rows]
-    chosen = st.multiselect(t("common.compare"), [r.label for r in earlier], key=f"compare_{experiment}") if earlier else []
+    chosen = (
+        st.multiselect(t("common.compare"), [r.label for r in earlier], key=f"compare_{experiment}") if earlier else []
+    )
     compare = [RunView(r.label, r.rows) for r in earlier if r.label in chosen]
     status_box, body = st.empty(), st.empty()
     shown_rows, shown_status = -1, ""
@@ -175,8 +182,12 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
                     st.subheader(t("common.table"))
-                    st.dataframe(records.table(snap.rows), hide_index=True, key=f"table-{run.run_id}-{snap.version}",
-                                 column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS})
+                    st.dataframe(
+                        records.table(snap.rows),
+                        hide_index=True,
+                        key=f"table-{run.run_id}-{snap.version}",
+                        column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS},
+                    )
                 run.drawn()
             if not _active(run, snap):
                 break
@@ -200,10 +211,24 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -
         return
     left, right, _ = st.columns([1, 1, 3])
     name = f"prefill-lab-{run.experiment}-{run.run_id}"
-    left.download_button(t("common.download_csv"), to_csv(run.settings, snap.rows), f"{name}.csv", "text/csv",
-                         on_click="ignore", key=f"csv-{run.run_id}", icon=":material/download:")
-    right.download_button(t("common.download_json"), records.export(run.settings, snap.rows), f"{name}.json",
-                          "application/json", on_click="ignore", key=f"json-{run.run_id}", icon=":material/download:")
+    left.download_button(
+        t("common.download_csv"),
+        to_csv(run.settings, snap.rows),
+        f"{name}.csv",
+        "text/csv",
+        on_click="ignore",
+        key=f"csv-{run.run_id}",
+        icon=":material/download:",
+    )
+    right.download_button(
+        t("common.download_json"),
+        records.export(run.settings, snap.rows),
+        f"{name}.json",
+        "application/json",
+        on_click="ignore",
+        key=f"json-{run.run_id}",
+        icon=":material/download:",
+    )
 
 
 def explain(t: Texts, section: str, shown: bool | None, verdict_text: str) -> None:

@@ -44,7 +44,11 @@ def keep_widget_state(settings: HostedSettings) -> None:
     offered = offered_backends(settings)
     if st.session_state[BACKEND_KEY] not in offered:
         st.session_state[BACKEND_KEY] = offered[0]
-    if settings.hosted and settings.allowed_base_urls and st.session_state["base_url"] not in settings.allowed_base_urls:
+    if (
+        settings.hosted
+        and settings.allowed_base_urls
+        and st.session_state["base_url"] not in settings.allowed_base_urls
+    ):
         st.session_state["base_url"] = settings.allowed_base_urls[0]
 
 

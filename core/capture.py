@@ -209,7 +209,7 @@ class CaptureServer(ThreadingHTTPServer):
         self.log.close()
 
     def __enter__(self) -> CaptureServer:
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 

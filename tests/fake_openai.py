@@ -183,7 +183,7 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         self.fault_after = 0
         self.requests: list[dict[str, Any]] = []
         self.anthropic_cache: set[str] = set()  # prompt prefixes written at cache_control breakpoints
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def next_cached_tokens(self, prompt_tokens: int) -> int | None:
         cached = self.cached_script.pop(0) if self.cached_script else self.cached_tokens

@@ -154,7 +154,7 @@ def test_keys_are_forwarded_but_never_logged(proxied, fake_api, log, tmp_path, c
     assert fake_api.requests[-1]["authorization"] == f"Bearer {KEY}"
     AnthropicUpstream.seen = []
     with ThreadingHTTPServer(("127.0.0.1", 0), AnthropicUpstream) as upstream:
-        threading.Thread(target=upstream.serve_forever, daemon=True).start()
+        threading.Thread(target=upstream.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         with CaptureServer(f"http://127.0.0.1:{upstream.server_port}", tmp_path / "anthropic.jsonl") as proxy:
             httpx.post(proxy.base_url + "/v1/messages", json={"model": "claude", "messages": []},
                        headers={"x-api-key": KEY})
@@ -174,7 +174,7 @@ def test_anthropic_stream_usage_is_merged(log):
             "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]}
     with ThreadingHTTPServer(("127.0.0.1", 0), AnthropicUpstream) as upstream:
-        threading.Thread(target=upstream.serve_forever, daemon=True).start()
+        threading.Thread(target=upstream.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         with CaptureServer(f"http://127.0.0.1:{upstream.server_port}", log) as proxy:
             response = httpx.post(proxy.base_url + "/v1/messages", json=body)
         upstream.shutdown()

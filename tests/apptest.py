@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,3 +39,12 @@ def rendered(at: AppTest) -> str:
 
     walk(at._tree)
     return "\n".join(parts)
+
+
+def chart_values(at: AppTest) -> list[dict]:
+    """Every data row of every Altair chart on the page (Streamlit sends them as Arrow)."""
+    values = []
+    for chart in at.get("vega_lite_chart"):
+        for dataset in chart.proto.datasets:
+            values.extend(convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records"))
+    return values

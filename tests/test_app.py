@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from core.export import to_csv, to_json
-from tests.apptest import KEY, PAGES, api_state, app, rendered
+from tests.apptest import KEY, PAGES, api_state, app, chart_values, rendered
 
 
 @pytest.mark.llama
@@ -34,15 +33,6 @@ def _run_cache(at: AppTest, rounds: int = 3) -> AppTest:
     return at
 
 
-def _chart_values(at: AppTest) -> list[dict]:
-    """Every data row of every Altair chart on the page (Streamlit sends them as Arrow)."""
-    values = []
-    for chart in at.get("vega_lite_chart"):
-        for dataset in chart.proto.datasets:
-            values.extend(convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records"))
-    return values
-
-
 def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     # warm-up, then append only 3 rounds, then timestamp first 3 rounds
     fake_api.cached_script = [0, 0, 900, 950, 0, 3, 3]
@@ -51,7 +41,7 @@ def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     table = at.dataframe[0].value
     assert list(table["reused_tokens"]) == [0, 900, 950, 0, 3, 3]
     assert list(table["strategy"]) == ["append_only"] * 3 + ["timestamp_first"] * 3
-    reused_in_chart = sorted(v["tokens"] for v in _chart_values(at) if v.get("kind") == "reused" and "tokens" in v)
+    reused_in_chart = sorted(v["tokens"] for v in chart_values(at) if v.get("kind") == "reused" and "tokens" in v)
     assert reused_in_chart == sorted([0, 900, 950, 0, 3, 3])
     assert any("Done: 6 rounds" in s.value for s in at.success)
     assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON"]

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
 from core.backends import OpenAICompatBackend
@@ -22,7 +21,7 @@ from core.hosting import Refused, load_settings
 from core.prompts import EstimatingTokenCounter
 from core.runner import DONE, BackgroundRun
 from core.samples import recorded_rows
-from tests.apptest import api_state, app
+from tests.apptest import api_state, app, chart_values
 from tests.fake_openai import FakeOpenAIServer, Handler
 
 
@@ -231,14 +230,6 @@ def test_hosted_visitor_cannot_choose_more_than_the_limit(fake_api):
     assert len(fake_api.requests) == 1 + 2 * (1 + 2), "the warm-up, then two phases at N = 1 and N = 2 only"
 
 
-def _chart_records(at: AppTest) -> list[dict]:
-    records = []
-    for chart in at.get("vega_lite_chart"):
-        for dataset in chart.proto.datasets:
-            records.extend(convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records"))
-    return records
-
-
 @pytest.mark.parametrize(("page", "state", "columns"), [
     ("app_pages/input_length.py", {"input_sizes": [128, 256], "input_repeats": 3}, ["ttft_ms"]),
     ("app_pages/output_length.py", {"output_lengths": [8, 16], "output_repeats": 3},
@@ -251,7 +242,7 @@ def test_experiments_1_and_2_with_repeats_show_p50_and_p90(fake_api, page, state
     at.button(key=f"run_{'input_length' if 'input' in page else 'output_length'}").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     rounds = at.dataframe[0].value
-    spread = [r for r in _chart_records(at) if "p90" in r and r.get("n") == 3]
+    spread = [r for r in chart_values(at) if "p90" in r and r.get("n") == 3]
     assert len(spread) == 2 * len(columns), "one p50/p90 mark per point and chart with repeats"
     measured = {value for column in columns for value in rounds[column]}
     for mark in spread:

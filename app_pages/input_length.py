@@ -5,6 +5,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core import experiments as ex
+from core import summaries
 from core.connect import Connection
 from core.content import Texts
 from core.prompts import default_document
@@ -33,7 +34,7 @@ def make_source(conn: Connection) -> RowSource:
 
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     rows = runs[0].rows
-    summary = ex.summarize_input(rows)
+    summary = summaries.summarize_input(rows)
     a, b, c = st.columns(3)
     a.metric(
         t("input.metric_speed"), f"{summary.prefill_tokens_per_s:,.0f} tok/s" if summary.prefill_tokens_per_s else "–"

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core import experiments as ex
+from core import summaries
 from core.connect import Connection
 from core.content import Texts
 from core.runner import RowSource
@@ -31,7 +32,7 @@ def make_source(conn: Connection) -> RowSource:
 
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     rows = runs[0].rows
-    summary = ex.summarize_output(rows)
+    summary = summaries.summarize_output(rows)
     prefill_tps = measured().prefill_tps
     ratio = prefill_tps / summary.decode_tokens_per_s if prefill_tps and summary.decode_tokens_per_s else None
     a, b, c = st.columns(3)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core import experiments as ex
+from core import summaries
 from core.connect import Connection
 from core.content import Texts
 from core.prompts import STRATEGIES, DocumentError, FittedDocument, default_document, read_document
@@ -71,10 +72,10 @@ def make_source(conn: Connection) -> RowSource:
 
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     rows = runs[0].rows
-    summaries = ex.summarize_cache(rows)
-    ratios = ex.recomputed_ratio(summaries)
+    by_strategy = summaries.summarize_cache(rows)
+    ratios = summaries.recomputed_ratio(by_strategy)
     metrics = [(f"{t('cache.metric_recomputed')} · {t(f'strategy.{s.strategy}')}",
-                f"{s.recomputed_total:,}" if s.recomputed_total is not None else "–") for s in summaries.values()]
+                f"{s.recomputed_total:,}" if s.recomputed_total is not None else "–") for s in by_strategy.values()]
     metrics += [
         (t("cache.metric_ratio", name=t(f"strategy.{name}")), f"{ratio:.1f}×") for name, ratio in ratios.items()
     ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from core import experiments as ex
+from core import summaries
 from core.results import RoundResult
 
 NO_DATA = "no data"
@@ -23,7 +23,7 @@ def _rounds(numbers: list[int]) -> str:
 
 
 def summary_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
-    inp, out = ex.summarize_input(rows), ex.summarize_output(rows)
+    inp, out = summaries.summarize_input(rows), summaries.summarize_output(rows)
     if inp.prefill_tokens_per_s:
         per_1k = inp.ms_per_1k()
         yield (f"Experiment 1: prefill {inp.prefill_tokens_per_s:,.0f} tokens/s"
@@ -31,15 +31,15 @@ def summary_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
     if out.ms_per_token and out.decode_tokens_per_s:
         yield (f"Experiment 2: decode {out.decode_tokens_per_s:,.1f} tokens/s "
                f"({out.ms_per_token:.1f} ms per output token, timed by the {out.decode_source})")
-    ratio = ex.prefill_decode_ratio(inp, out)
+    ratio = summaries.prefill_decode_ratio(inp, out)
     if ratio:
         yield f"Prefill processes a token {ratio:.0f}x faster than decode produces one."
-    cache = ex.summarize_cache(rows)
+    cache = summaries.summarize_cache(rows)
     for s in cache.values():
         writes = "" if s.cache_write_total is None else f", wrote {s.cache_write_total:,} to the cache"
         yield (f"Experiment 3 [{s.strategy}]: {s.rounds} rounds, recomputed {_number(s.recomputed_total)} and reused "
                f"{_number(s.reused_total)} tokens in total{writes}; from round 2 a median "
                f"{_number(s.recomputed_after_first)} recomputed, TTFT {_number(s.ttft_median_after_first_ms, ' ms')}")
-    for name, ratio in ex.recomputed_ratio(cache).items():
+    for name, ratio in summaries.recomputed_ratio(cache).items():
         yield (f"{name} recomputed {ratio:.1f}x the tokens append_only did "
-               f"({_rounds(ex.common_rounds(cache, name))}, measured for both).")
+               f"({_rounds(summaries.common_rounds(cache, name))}, measured for both).")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core import experiments as ex
+from core import summaries
 from core.results import RoundResult
 from core.stats import median
 
@@ -18,7 +19,7 @@ Verdict = tuple[bool, dict[str, Any]]
 def input_verdict(rows: Sequence[RoundResult]) -> Verdict:
     ok = sorted((r for r in rows if r.experiment == ex.INPUT and not r.error and r.ttft_ms is not None),
                 key=lambda r: r.prompt_tokens or 0)
-    summary = ex.summarize_input(rows)
+    summary = summaries.summarize_input(rows)
     if len({r.prompt_tokens for r in ok}) < 2 or not summary.prefill_tokens_per_s:
         return False, {}
     first, last = ok[0], ok[-1]

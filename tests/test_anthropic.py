@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from core import experiments as ex
+from core import summaries
 from core.backends import BACKENDS, PRESETS, AnthropicBackend, ChatRequest
 from core.backends.anthropic import messages_payload
 from core.connect import Target, open_connection
@@ -134,7 +135,7 @@ def test_experiment_3_reads_from_round_2_with_append_only_and_writes_every_round
     assert all(abs(r.reused_tokens - before.prompt_tokens) <= 2 for before, r in zip(append, append[1:], strict=False))
     assert all(r.cache_write_tokens > 0.9 * r.prompt_tokens for r in stamp)
     assert all(r.reused_tokens == 0 for r in stamp)
-    summary = ex.summarize_cache(rows)
+    summary = summaries.summarize_cache(rows)
     assert summary["timestamp_first"].cache_write_total == sum(r.cache_write_tokens for r in stamp)
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from core import experiments as ex
+from core import summaries
 from core.connect import Target, open_connection
 from core.engine import EngineError, LocalServer, find_model, find_server_binary
 from core.engine_choice import choose_binary, verify_model
@@ -96,8 +97,8 @@ def test_prefix_cache_append_reuses_timestamp_recomputes(local):
         assert row.recomputed_tokens <= 32 and row.reused_tokens > SMALL_DOC_TOKENS
     for row in stamp:
         assert row.recomputed_tokens >= 0.9 * row.prompt_tokens
-    summary = ex.summarize_cache(rows)
-    assert ex.recomputed_ratio(summary)["timestamp_first"] > 2
+    summary = summaries.summarize_cache(rows)
+    assert summaries.recomputed_ratio(summary)["timestamp_first"] > 2
 
 
 def test_ttft_grows_with_input_length(local):
@@ -109,14 +110,14 @@ def test_ttft_grows_with_input_length(local):
     assert long.prompt_tokens > 5 * short.prompt_tokens
     assert long.ttft_ms > short.ttft_ms and long.prefill_ms > short.prefill_ms
     assert short.recomputed_tokens >= short.prompt_tokens - 4, "the nonce at the start defeats the cache"
-    assert ex.summarize_input(rows).prefill_tokens_per_s > 50
+    assert summaries.summarize_input(rows).prefill_tokens_per_s > 50
 
 
 def test_total_time_grows_with_output_length(local):
     rows = list(ex.output_length_sweep(local.backend, lengths=[8, 64]))
     assert [r.output_tokens for r in rows] == [8, 64]  # ignore_eos forces the exact length
     assert rows[1].total_ms > rows[0].total_ms
-    summary = ex.summarize_output(rows)
+    summary = summaries.summarize_output(rows)
     assert 1 < summary.ms_per_token < 500
 
 

@@ -7,6 +7,7 @@ second strategy, leaving four append-only rounds against one timestamp-first rou
 from __future__ import annotations
 
 from core import experiments as ex
+from core import summaries
 from core.report import summary_lines
 from core.results import RoundResult
 from core.verdicts import cache_verdict, output_verdict
@@ -25,23 +26,23 @@ KILLED = [*(cache_row("append_only", n, 2000 if n == 1 else 20, ttft=900 if n ==
 
 
 def test_a_strategy_with_one_round_has_no_medians_after_the_first():
-    summary = ex.summarize_cache(KILLED)["timestamp_first"]
+    summary = summaries.summarize_cache(KILLED)["timestamp_first"]
     assert summary.rounds == 1 and summary.recomputed_total == 2000
     assert summary.recomputed_after_first is None and summary.ttft_median_after_first_ms is None
 
 
 def test_the_ratio_compares_only_the_rounds_both_strategies_measured():
-    summaries = ex.summarize_cache(KILLED)
-    assert ex.common_rounds(summaries, "timestamp_first") == [1]
-    assert ex.recomputed_ratio(summaries) == {"timestamp_first": 1.0}  # round 1 against round 1, not 2000 vs 2060
+    by_strategy = summaries.summarize_cache(KILLED)
+    assert summaries.common_rounds(by_strategy, "timestamp_first") == [1]
+    assert summaries.recomputed_ratio(by_strategy) == {"timestamp_first": 1.0}  # round 1 against round 1, not 2000/2060
     longer = [*KILLED[:5], cache_row("timestamp_first", 2, 1990), cache_row("timestamp_first", 3, 1995)]
     expected = (2000 + 1990 + 1995) / (2000 + 20 + 20)
-    assert ex.recomputed_ratio(ex.summarize_cache(longer)) == {"timestamp_first": expected}
+    assert summaries.recomputed_ratio(summaries.summarize_cache(longer)) == {"timestamp_first": expected}
 
 
 def test_no_shared_round_no_ratio():
     rows = [cache_row("append_only", 1, 2000), cache_row("timestamp_first", 2, 2000)]
-    assert ex.recomputed_ratio(ex.summarize_cache(rows)) == {}
+    assert summaries.recomputed_ratio(summaries.summarize_cache(rows)) == {}
 
 
 def test_report_says_no_data_instead_of_zero():
@@ -56,7 +57,8 @@ def test_report_with_no_successful_rounds_invents_nothing():
     failed = [RoundResult(ex.OUTPUT, 1, output_tokens=None, error="HTTP 500"),
               RoundResult(ex.INPUT, 1, error="HTTP 500")]
     assert list(summary_lines(failed)) == []
-    assert ex.summarize_output(failed).ms_per_token is None and ex.summarize_input(failed).prefill_tokens_per_s is None
+    assert summaries.summarize_output(failed).ms_per_token is None
+    assert summaries.summarize_input(failed).prefill_tokens_per_s is None
 
 
 def test_report_names_who_timed_each_figure():

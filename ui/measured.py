@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from core import experiments as ex
+from core import summaries
 from core.batch import BATCH
 from core.batch_summary import BatchSummary, summarize_batch
 from core.results import RoundResult
@@ -26,7 +27,7 @@ class Measured:
     prefill_tps: float | None
     decode_tps: float | None
     ms_per_token: float | None
-    cache: dict[str, ex.StrategySummary]
+    cache: dict[str, summaries.StrategySummary]
     batch: BatchSummary | None = None  # experiment 4: its first and last level
 
     @property
@@ -37,6 +38,6 @@ class Measured:
 
 
 def measured() -> Measured:
-    inp, out = ex.summarize_input(rows_of(ex.INPUT)), ex.summarize_output(rows_of(ex.OUTPUT))
+    inp, out = summaries.summarize_input(rows_of(ex.INPUT)), summaries.summarize_output(rows_of(ex.OUTPUT))
     return Measured(inp.prefill_tokens_per_s, out.decode_tokens_per_s, out.ms_per_token,
-                    ex.summarize_cache(rows_of(ex.CACHE)), summarize_batch(rows_of(BATCH)))
+                    summaries.summarize_cache(rows_of(ex.CACHE)), summarize_batch(rows_of(BATCH)))

@@ -86,7 +86,7 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     tokens, tokens_slot = cache_token_chart(runs, t), st.empty()
     if tokens is not None:
         tokens_slot.altair_chart(tokens, key=f"cache-tokens-{key}")
-    elif rows:
+    elif any(not r.error for r in rows):  # measured rounds, but the backend reports no token counts
         tokens_slot.info(t("cache.no_counts"))
     ttft, ttft_slot = cache_ttft_chart(runs, t), st.empty()
     if ttft is not None:

@@ -166,3 +166,9 @@ def test_page_settings_survive_a_page_switch():
     at.switch_page("app_pages/prefix_cache.py").run()
     assert at.number_input(key="cache_rounds").value == 3
     assert not at.exception and not at.warning
+
+
+def test_a_run_that_failed_at_once_does_not_blame_the_backend_for_missing_counts(fake_api):
+    at = _run_cache(app(**api_state(fake_api, model="500")), rounds=2)
+    assert any("HTTP 500" in e.value for e in at.error)
+    assert not any("does not report cached tokens" in i.value for i in at.info)

@@ -191,6 +191,21 @@ def test_hosted_budget_and_upload_limit(fake_api):
     assert any("the limit is" in e.value for e in at.error)
 
 
+def test_an_operator_key_never_goes_to_another_providers_url(fake_api):
+    """Preset OpenAI with the operator's OpenAI key, but another allowed base URL chosen: no key is sent."""
+    operator_key = "sk-OPERATOR-OPENAI-0123456789"
+    at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", OPENAI_API_KEY=operator_key,
+                    PREFILL_LAB_ALLOWED_BASE_URLS=f"{fake_api.base_url},https://api.openai.com/v1")
+    at.session_state["preset"] = "OpenAI"
+    at.session_state["base_url"] = fake_api.base_url
+    at.switch_page("app_pages/output_length.py").run()
+    assert not any("OPENAI_API_KEY" in c.value for c in at.sidebar.caption)  # the sidebar does not claim it
+    at.multiselect(key="output_lengths").set_value([8]).run()
+    at.button(key="run_output_length").click().run()
+    assert fake_api.requests and all(r["authorization"] is None for r in fake_api.requests)
+    assert operator_key not in rendered(at)
+
+
 def test_visitor_keys_stay_in_their_own_session(fake_api):
     first = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true")
     first.run()
@@ -217,3 +232,12 @@ def test_recorded_results_without_any_key(no_spawn):
     run = at.session_state["history"]["prefix_cache"][-1]
     assert run.label.startswith("recorded · ") and run.settings["recorded"] is True
     assert at.get("vega_lite_chart") and no_spawn == []
+
+
+def test_the_operator_key_goes_only_to_its_presets_url(monkeypatch):
+    from ui.secrets import api_key_for
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-0123456789")
+    assert api_key_for("OpenAI", None, "https://api.openai.com/v1/") == ("sk-operator-0123456789", "OPENAI_API_KEY")
+    assert api_key_for("OpenAI", None, "https://openrouter.ai/api/v1") == (None, "")
+    assert api_key_for("OpenAI", "sk-typed-0123456789", "https://openrouter.ai/api/v1") == ("sk-typed-0123456789", "typed")

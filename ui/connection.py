@@ -22,7 +22,7 @@ def current_target(slots: int = 1) -> Target:
         return Target(name, url=embedded_server(slots).url)
     if spec.needs != API:
         return Target(name, url=st.session_state["llama_url"].strip())
-    key, _ = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY))
+    key, _ = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY), st.session_state["base_url"])
     return Target(name, url=st.session_state["base_url"].strip(), model=st.session_state["model"].strip(), api_key=key)
 
 

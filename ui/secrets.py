@@ -27,11 +27,14 @@ def hosted() -> HostedSettings:
     return load_settings(secret)
 
 
-def api_key_for(preset_name: str, typed: str | None) -> tuple[str | None, str]:
-    """The visitor's typed key, else the operator's for this preset; and where it came from
+def api_key_for(preset_name: str, typed: str | None, base_url: str) -> tuple[str | None, str]:
+    """The visitor's typed key, else the operator's for this preset, but only while the base URL is the
+    preset's own (an operator's key never goes to another provider's URL); and where it came from
     (``typed``, the variable's name, or "" when there is none)."""
     if typed:
         return typed, "typed"
-    env_name = PRESETS[preset_name].key_env if preset_name in PRESETS else None
-    key = secret(env_name)
-    return key, (env_name or "") if key else ""
+    preset = PRESETS.get(preset_name)
+    if preset is None or base_url.strip().rstrip("/") != preset.base_url.rstrip("/"):
+        return None, ""
+    key = secret(preset.key_env)
+    return key, (preset.key_env or "") if key else ""

@@ -109,7 +109,7 @@ def _api_inputs(t: Texts, name: str, settings: HostedSettings) -> None:
     st.text_input(t("sidebar.model"), key="model")
     st.text_input(t("sidebar.key"), key="api_key_input", type="password", help=t("sidebar.key_help"),
                   on_change=store_key)
-    _, source = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY))
+    _, source = api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY), st.session_state["base_url"])
     if source == "typed":
         st.caption(t("sidebar.key_set"))
         st.button(t("sidebar.forget_key"), key="forget_key", on_click=forget_key)

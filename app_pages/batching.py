@@ -10,7 +10,7 @@ from core.backends import BACKENDS, ENGINE
 from core.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
 from core.connect import Connection
 from core.content import Texts
-from core.engine import DEFAULT_CONTEXT
+from core.engine import DEFAULT_CONTEXT, EngineError
 from core.export import to_json
 from core.hosting import Refused
 from core.runner import RowSource
@@ -28,8 +28,11 @@ st.title(t("batch.title"))
 st.markdown(t.rich("batch.idea"), unsafe_allow_html=True)
 embedded = BACKENDS[st.session_state.get(BACKEND_KEY, "local")].needs == ENGINE
 if embedded:
-    start_embedded(t, bt.BATCH_SLOTS)
-    st.caption(t("batch.engine_note", slots=bt.BATCH_SLOTS, context=DEFAULT_CONTEXT))
+    try:
+        start_embedded(t, bt.BATCH_SLOTS)
+        st.caption(t("batch.engine_note", slots=bt.BATCH_SLOTS, context=DEFAULT_CONTEXT))
+    except EngineError as exc:  # the sidebar says why and what to do; recorded results still work
+        st.warning(f"{t('common.backend_error')} {str(exc).splitlines()[0]}", icon=":material/warning:")
 
 most = hosted().max_concurrency
 choices = [n for n in (1, 2, 4, 8, 16) if (most is None or n <= most) and not (embedded and n > bt.BATCH_SLOTS)]

@@ -261,3 +261,21 @@ def test_several_slots_share_one_unified_kv_cache(tmp_path):
         props = httpx.get(server.url + "/props", timeout=10).json()
         assert props["total_slots"] == 4 and "--kv-unified" in server.command()
     assert "kv_unified = 'true'" in server.log_path.read_text()
+
+
+def test_every_page_says_why_when_no_engine_can_run(monkeypatch, tmp_path):
+    """No binary at all: every page still renders (the sidebar says why), and experiment 4 says so too."""
+    from tests.apptest import PAGES, app
+    from ui.engine import embedded_server
+
+    monkeypatch.setenv("LLAMA_SERVER_BIN", str(tmp_path / "missing" / "llama-server"))
+    embedded_server.clear()
+    at = app()
+    for page in PAGES:
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+        assert any("LLAMA_SERVER_BIN" in e.value for e in at.sidebar.error), page
+    assert any("LLAMA_SERVER_BIN" in w.value for w in at.switch_page("app_pages/batching.py").run().warning)
+    at.button(key="recorded_batch").click().run()  # the recorded sweep needs no engine
+    assert not at.exception and at.dataframe
+    embedded_server.clear()

@@ -240,4 +240,5 @@ def test_the_operator_key_goes_only_to_its_presets_url(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-operator-0123456789")
     assert api_key_for("OpenAI", None, "https://api.openai.com/v1/") == ("sk-operator-0123456789", "OPENAI_API_KEY")
     assert api_key_for("OpenAI", None, "https://openrouter.ai/api/v1") == (None, "")
-    assert api_key_for("OpenAI", "sk-typed-0123456789", "https://openrouter.ai/api/v1") == ("sk-typed-0123456789", "typed")
+    typed = "sk-typed-0123456789"
+    assert api_key_for("OpenAI", typed, "https://openrouter.ai/api/v1") == (typed, "typed")

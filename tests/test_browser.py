@@ -143,6 +143,9 @@ def test_stop_keeps_completed_rounds_and_language_switch(page: Page, app_url: st
     kept = int(re.search(r"The (\d+) rounds", notice.inner_text()).group(1))
     assert 2 <= kept < 20
     idle(page)
+    main = page.get_by_test_id("stMainBlockContainer")
+    expect(main.get_by_role("button", name="Run", exact=True)).to_be_enabled()  # ready for the next run
+    expect(main.get_by_role("button", name="Stop", exact=True)).to_be_disabled()
     expect(page.locator(ROWS)).to_have_count(kept)
     expect(page.get_by_role("button", name="Download JSON")).to_be_visible()
 

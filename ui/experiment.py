@@ -106,6 +106,7 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
             st.rerun()  # draw the buttons again: Run disabled, Stop enabled
     if middle.button(t("common.stop"), disabled=not busy, key=f"stop_{experiment}", icon=":material/stop:") and current:
         current.stop()
+        st.rerun()  # draw the buttons again: Run enabled, Stop disabled
     if recorded and right.button(
         t("common.show_recorded"), disabled=busy, key=f"recorded_{experiment}", icon=":material/history:"
     ):

@@ -128,6 +128,12 @@ def run(args: argparse.Namespace) -> int:
     if unread:
         print(f"error: no round could be read from {', '.join(unread)}", file=sys.stderr)
         return 2
+    single = [name for name, transcript in inputs if len(transcript.rounds) < 2]
+    if single:  # one round has nothing before it: no verdict either way
+        print(f"error: only one round in {', '.join(single)}: nothing to compare. Give the requests of two or more "
+              "rounds (a single text file is read as one system prompt: the app's Cache doctor page compares "
+              "experiment 3's strategies around it).", file=sys.stderr)
+        return 2
     results = []
     with ExitStack() as stack:
         try:

@@ -421,3 +421,18 @@ def test_replayed_tools_go_in_a_preamble_for_llama_server_and_as_tools_for_an_ap
     assert to_llama.messages[0]["content"].startswith("[tools]\n") and "tools" not in to_llama.extra
     to_api = doctor.replay_request(round_, OpenAICompatBackend("http://127.0.0.1:9/v1", "m"))
     assert to_api.extra["tools"] == round_.raw_tools and not to_api.messages[0]["content"].startswith("[tools]")
+
+
+@pytest.mark.parametrize("name,text,needle", [
+    ("agent.log", '2025-01-01T10:00:00Z INFO request {"messages": [{"role": "user", "content": "hi"}]}\n',
+     "line 1: expected a JSON request body"),
+    ("one_round.jsonl", '{"messages": [{"role": "user", "content": "hi"}]}\n', "only one round"),
+    ("prompt.txt", "You are a helpful agent.\n", "only one round"),
+])
+def test_cli_gives_no_all_clear_for_what_it_cannot_compare(tmp_path, name, text, needle):
+    path = tmp_path / name
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "core", "doctor", "--fail-on-break", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and needle in proc.stderr
+    assert "No round breaks" not in proc.stdout

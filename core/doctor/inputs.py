@@ -133,6 +133,8 @@ def parse_json_array(text: str, name: str = "input") -> Transcript:
     return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json")
 
 
+LOG_SUFFIXES = (".jsonl", ".json", ".ndjson", ".log")  # names that promise JSON: never read as a prompt
+
 def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
     """Read uploaded or named files: one JSONL/JSON log, several text files (one per round, in name
     order), or one plain text file (a system prompt to compare strategies with)."""
@@ -152,6 +154,10 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
         return Transcript([text_round("user", text, name) for name, text in texts], [], "files")
     name, text = texts[0]
     stripped = text.lstrip()
+    if name.lower().endswith(LOG_SUFFIXES) and not stripped.startswith(("{", "[")):
+        first = stripped.splitlines()[0][:80] if stripped else ""
+        raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
+                              f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
     if stripped.startswith("["):
         return parse_json_array(text, name)
     if stripped.startswith("{"):

@@ -169,3 +169,16 @@ def test_the_event_line_names_an_event_whose_data_has_no_type():
     assert result.success, result.error
     got = (result.text, result.prompt_tokens, result.completion_tokens, result.finish_reason)
     assert got == ("Hi", 9, 2, "end_turn")
+
+
+def test_roles_anthropic_does_not_know_and_empty_answers_are_mapped():
+    body = messages_payload([
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": ""},
+        {"role": "tool", "content": "42"},
+    ])
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "(empty)"}]  # never an empty text block
+    assert body["messages"][2]["content"][-1] == {"type": "text", "text": "42", "cache_control": {"type": "ephemeral"}}

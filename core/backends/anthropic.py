@@ -27,24 +27,34 @@ EPHEMERAL = {"type": "ephemeral"}
 
 
 def _text_blocks(content: Any) -> list[dict[str, Any]]:
-    """A message's content as Anthropic content blocks (a string becomes one text block)."""
+    """A message's content as Anthropic content blocks (a string becomes one text block). Empty text
+    blocks are dropped: the API refuses them (an empty answer, say, in an earlier round)."""
     if isinstance(content, list):
-        return [dict(block) for block in content]
-    return [{"type": "text", "text": str(content)}]
+        blocks = [dict(block) for block in content]
+    else:
+        blocks = [{"type": "text", "text": str(content or "")}]
+    return [b for b in blocks if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
+
+
+SYSTEM_ROLES = ("system", "developer")  # OpenAI's "developer" is Anthropic's system prompt
+ROLES = {"assistant": "assistant"}  # every other chat role ("user", "tool", ...) speaks as the user
 
 
 def messages_payload(messages: list[dict[str, Any]]) -> dict[str, Any]:
     """``system`` and ``messages`` in Messages format, with cache breakpoints on the system block and
-    on the last message."""
-    system = [m for m in messages if m.get("role") == "system"]
-    rest = [{"role": m["role"], "content": _text_blocks(m.get("content", ""))} for m in messages
-            if m.get("role") != "system"]
+    on the last message. Roles Anthropic does not know are mapped: ``developer`` to the system prompt,
+    ``tool`` (and any other) to the user; a message left with no content keeps a placeholder."""
+    system = [m for m in messages if m.get("role") in SYSTEM_ROLES]
+    rest: list[dict[str, Any]] = [
+        {"role": ROLES.get(str(m.get("role")), "user"),
+         "content": _text_blocks(m.get("content", "")) or [{"type": "text", "text": "(empty)"}]}
+        for m in messages if m.get("role") not in SYSTEM_ROLES]
     body: dict[str, Any] = {"messages": rest}
-    if system:
-        blocks = [block for m in system for block in _text_blocks(m.get("content", ""))]
+    blocks = [block for m in system for block in _text_blocks(m.get("content", ""))]
+    if blocks:
         blocks[-1]["cache_control"] = EPHEMERAL
         body["system"] = blocks
-    if rest and rest[-1]["content"]:
+    if rest:
         rest[-1]["content"][-1]["cache_control"] = EPHEMERAL
     return body
 

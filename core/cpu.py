@@ -64,12 +64,14 @@ def _picks_at_run_time(libraries: list[Path]) -> bool:
     return len([lib for lib in libraries if lib.name.startswith("libggml-cpu-")]) > 1
 
 
-def _scan(library: Path) -> set[str]:
-    """The flags one file's machine code needs, read from ``objdump -d``."""
+def _scan(library: Path) -> set[str] | None:
+    """The flags one file's machine code needs, read from ``objdump -d``; None when objdump cannot read it
+    (a script, a file of another architecture): unknown, not "needs nothing"."""
     proc = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(library)], capture_output=True, text=True,
                           timeout=300, check=False)
-    text = proc.stdout
-    return {flag for flag, pattern in _PATTERNS.items() if pattern.search(text)}
+    if proc.returncode != 0:
+        return None
+    return {flag for flag, pattern in _PATTERNS.items() if pattern.search(proc.stdout)}
 
 
 def needed_flags(binary: Path) -> frozenset[str] | None:
@@ -89,7 +91,10 @@ def needed_flags(binary: Path) -> frozenset[str] | None:
     if key not in known:
         flags: set[str] = set()
         for library in files:
-            flags |= _scan(library)
+            found = _scan(library)
+            if found is None:
+                return None  # not cached: a later look (another objdump) may tell
+            flags |= found
         known[key] = sorted(flags)
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(known, indent=1))

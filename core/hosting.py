@@ -42,6 +42,14 @@ def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _number(value: str | None, default: float) -> float:
+    """A setting like ``0.5``; a value that is not a number (``2MB``) falls back to the default, as for ints."""
+    try:
+        return float(value) if value not in (None, "") else default
+    except ValueError:
+        return default
+
+
 def _int(value: str | None, default: int | None) -> int | None:
     try:
         return int(value) if value not in (None, "") else default
@@ -88,7 +96,7 @@ def load_settings(get: Getter) -> HostedSettings:
         allowed_base_urls=urls,
         allow_loopback=_flag(get("PREFILL_LAB_ALLOW_LOOPBACK")),
         max_rounds=_int(get("PREFILL_LAB_MAX_ROUNDS"), 16),
-        max_doc_bytes=int(float(get("PREFILL_LAB_MAX_DOC_MB") or 1) * 1024 * 1024),
+        max_doc_bytes=int(_number(get("PREFILL_LAB_MAX_DOC_MB"), 1.0) * 1024 * 1024),
         max_tokens_per_run=_int(get("PREFILL_LAB_MAX_TOKENS_PER_RUN"), 300_000),
         max_concurrent_runs=_int(get("PREFILL_LAB_MAX_CONCURRENT_RUNS"), 4),
         max_concurrency=_int(get("PREFILL_LAB_MAX_CONCURRENCY"), 4),

@@ -279,3 +279,11 @@ def test_every_page_says_why_when_no_engine_can_run(monkeypatch, tmp_path):
     at.button(key="recorded_batch").click().run()  # the recorded sweep needs no engine
     assert not at.exception and at.dataframe
     embedded_server.clear()
+
+
+def test_a_binary_objdump_cannot_read_needs_unknown_flags_not_none():
+    from core.cpu import cache_dir, needed_flags
+
+    wrapper = script(Path(os.environ["XDG_CACHE_HOME"]).parent / "bin" / "llama-server", "exec true\n")
+    assert needed_flags(wrapper) is None  # unknown: the start itself (and the SIGILL memory) decide
+    assert not (cache_dir() / "needed-flags.json").exists(), "an unknown is not remembered"

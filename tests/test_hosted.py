@@ -242,3 +242,9 @@ def test_the_operator_key_goes_only_to_its_presets_url(monkeypatch):
     assert api_key_for("OpenAI", None, "https://openrouter.ai/api/v1") == (None, "")
     typed = "sk-typed-0123456789"
     assert api_key_for("OpenAI", typed, "https://openrouter.ai/api/v1") == (typed, "typed")
+
+
+def test_a_setting_that_is_not_a_number_falls_back_to_its_default():
+    settings = load_settings({"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_MAX_DOC_MB": "2MB",
+                              "PREFILL_LAB_MAX_ROUNDS": "many"}.get)
+    assert settings.max_doc_bytes == 1024 * 1024 and settings.max_rounds == 16

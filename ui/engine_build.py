@@ -41,8 +41,10 @@ class BuildJob:
     def work(self) -> None:
         try:
             self.result = engine_build.build_native(self.progress)
-        except (EngineError, OSError) as exc:
+        except EngineError as exc:
             self.error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a worker thread: any failure (a bad download too) is shown
+            self.error = f"{type(exc).__name__}: {exc}"
 
     def running(self) -> bool:
         return self.thread is not None and self.thread.is_alive()

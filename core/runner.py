@@ -60,6 +60,7 @@ class BackgroundRun:
     planned_rounds: int = 0
     label: str = ""
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    on_finish: Callable[[], None] | None = None  # called in the worker once the run ends, however it ends
 
     def __post_init__(self) -> None:
         self.rows: list[Record] = []
@@ -114,6 +115,8 @@ class BackgroundRun:
                 self.status = DONE
             with _locks_guard:
                 _active.discard(self.run_id)
+            if self.on_finish is not None:  # e.g. close the run's connection, also when stopped while waiting
+                self.on_finish()
             self._bump()
 
     @classmethod

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -64,14 +63,10 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
         st.error(str(exc))
         return None
 
-    def rows(cancel: Any, on_progress: Any):
-        with conn:
-            yield from source(cancel, on_progress)
-
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
-    run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, rows, lock_key=target.lock_key(),
-                        planned_rounds=plan.steps or plan.plan.requests, label=label)
+    run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, source, lock_key=target.lock_key(),
+                        planned_rounds=plan.steps or plan.plan.requests, label=label, on_finish=conn.close)
     try:
         run.start(hosted().max_concurrent_runs)
     except Refused as exc:

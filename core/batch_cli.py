@@ -56,15 +56,24 @@ def run_sweep(conn: Connection, levels: Sequence[int]) -> Iterator[BatchLevel]:
         yield level
 
 
+def _tps(value: float | None) -> str:
+    """A rate, or "no data" where the level measured none (never a made-up 0)."""
+    return "no data" if value is None else f"{value:,.0f}"
+
+
+def _times(value: float | None) -> str:
+    return "no data" if value is None else f"{value:.1f}x"
+
+
 def summary_lines(levels: Sequence[BatchLevel]) -> Iterator[str]:
     summary = summarize_batch(levels)
     if summary is None:
         return
     first, last = summary.first, summary.last
-    yield (f"Experiment 4: decode {first.aggregate_decode_tps:,.0f} -> {last.aggregate_decode_tps:,.0f} tokens/s "
-           f"from {first.concurrency} to {last.concurrency} streams ({summary.decode_gain:.1f}x); each stream "
-           f"{first.per_stream_decode_tps or 0:,.0f} -> {last.per_stream_decode_tps or 0:,.0f} tokens/s; prefill "
-           f"{first.aggregate_prefill_tps or 0:,.0f} -> {last.aggregate_prefill_tps or 0:,.0f} tokens/s.")
+    yield (f"Experiment 4: decode {_tps(first.aggregate_decode_tps)} -> {_tps(last.aggregate_decode_tps)} tokens/s "
+           f"from {first.concurrency} to {last.concurrency} streams ({_times(summary.decode_gain)}); each stream "
+           f"{_tps(first.per_stream_decode_tps)} -> {_tps(last.per_stream_decode_tps)} tokens/s; prefill "
+           f"{_tps(first.aggregate_prefill_tps)} -> {_tps(last.aggregate_prefill_tps)} tokens/s.")
     if summary.decode_cost_alone and summary.decode_cost_batched:
         yield (f"A decode token costs the time of {summary.decode_cost_alone:.1f} prefill tokens alone, "
                f"{summary.decode_cost_batched:.1f} with {last.concurrency} streams.")

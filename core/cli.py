@@ -112,7 +112,9 @@ def run_experiments(args: argparse.Namespace) -> int:
     levels: list[BatchLevel] = []
     with ExitStack() as stack:
         try:
-            conn = stack.enter_context(open_connection(target_from_args(args, stack)))
+            # experiment 4 alone: start the embedded engine with its slots at once, not a one-slot server first
+            slots = max(args.concurrency, default=1) if set(only) == {"batch"} else 1
+            conn = stack.enter_context(open_connection(target_from_args(args, stack, slots)))
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2

@@ -29,8 +29,9 @@ def add_target_arguments(parser: argparse.ArgumentParser, names: list[str], defa
         parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="context size of the embedded server")
 
 
-def target_from_args(args: argparse.Namespace, stack: ExitStack) -> Target:
-    """The target the options name; ``local`` starts the embedded engine until ``stack`` closes.
+def target_from_args(args: argparse.Namespace, stack: ExitStack, slots: int = 1) -> Target:
+    """The target the options name; ``local`` starts the embedded engine (``slots`` sequences) until
+    ``stack`` closes.
 
     A ``--preset`` implies its backend. Raises ``SystemExit`` with a message for missing settings.
     """
@@ -40,7 +41,7 @@ def target_from_args(args: argparse.Namespace, stack: ExitStack) -> Target:
         raise SystemExit(f"--preset {preset.name} is a {preset.backend} backend, not {name}")
     spec = BACKENDS[name]
     if spec.needs == ENGINE:
-        return engine_target(stack, getattr(args, "context", DEFAULT_CONTEXT))
+        return engine_target(stack, getattr(args, "context", DEFAULT_CONTEXT), slots)
     if spec.needs != API:
         return Target(name, url=args.url or DEFAULT_LLAMA_URL)
     base_url = args.url or (preset.base_url if preset else "")

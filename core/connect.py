@@ -90,7 +90,8 @@ def open_connection(target: Target, transport: httpx.BaseTransport | None = None
     return Connection(spec.name, client, EstimatingTokenCounter())
 
 
-def engine_target(stack: ExitStack, context: int = DEFAULT_CONTEXT) -> Target:
-    """Start the embedded llama-server for a command-line run; it stops when ``stack`` closes."""
+def engine_target(stack: ExitStack, context: int = DEFAULT_CONTEXT, slots: int = 1) -> Target:
+    """Start the embedded llama-server (with ``slots`` parallel sequences) for a command-line run; it stops
+    when ``stack`` closes."""
     print("Starting the embedded llama-server...", file=sys.stderr)
-    return Target("local", url=stack.enter_context(LocalServer(context=context)).url)
+    return Target("local", url=stack.enter_context(LocalServer(context=context, slots=slots)).url)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core import batch_cli
 from core.backends import OpenAICompatBackend
 from core.batch import BATCH, BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, plan_batch, server_slots
 from core.batch_summary import batch_verdict, levels_from_json, summarize_batch
@@ -176,6 +179,23 @@ def test_cli_only_batch_writes_one_record_per_level(fake_api, tmp_path, capsys):
         assert all(key in lv for lv in levels), key
     printed = capsys.readouterr().out
     assert "decode/s" in printed and "Experiment 4: decode" in printed
+
+
+def test_the_summary_says_no_data_where_a_level_measured_none():
+    levels = [BatchLevel(1, aggregate_decode_tps=90.0, per_stream_decode_tps=90.0),
+              BatchLevel(2, aggregate_decode_tps=120.0, per_stream_decode_tps=60.0)]  # no prefill phase measured
+    line = next(batch_cli.summary_lines(levels))
+    assert "each stream 90 -> 60 tokens/s" in line and "prefill no data -> no data tokens/s" in line
+
+
+@pytest.mark.llama
+def test_cli_experiment_4_alone_starts_one_embedded_server_with_its_slots(tmp_path):
+    out = tmp_path / "batch.json"
+    proc = subprocess.run([sys.executable, "-m", "core", "--only", "batch", "--concurrency", "1,2", "--context", "2048",
+                           "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("Starting the embedded llama-server") == 1 and "slots..." not in proc.stderr
+    assert [level["concurrency"] for level in json.loads(out.read_text())["levels"]] == [1, 2]
 
 
 

@@ -5,16 +5,16 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core import batch as bt
 from core.backends import BACKENDS, ENGINE
-from core.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
-from core.connect import Connection
-from core.content import Texts
-from core.engine import DEFAULT_CONTEXT, EngineError
+from core.backends.connect import Connection
+from core.engine.server import DEFAULT_CONTEXT, EngineError
+from core.experiments import batch as bt
+from core.experiments.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
+from core.experiments.runner import RowSource
 from core.export import to_json
 from core.hosting import Refused
-from core.runner import RowSource
 from ui.batch_charts import latency_chart, streams_chart, throughput_chart
+from ui.content import Texts
 from ui.contract import ExperimentPlan, Records, RunView
 from ui.engine import start_embedded
 from ui.experiment import explain, run_controls, show_run

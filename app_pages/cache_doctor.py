@@ -8,11 +8,11 @@ import streamlit as st
 
 from core import doctor
 from core.backends import BACKENDS
-from core.connect import Connection
-from core.content import Texts
-from core.experiments import Plan
-from core.runner import RowSource
+from core.backends.connect import Connection
+from core.experiments.rounds import Plan
+from core.experiments.runner import RowSource
 from ui.connection import connect, current_target
+from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
 from ui.doctor_charts import doctor_chart
 from ui.doctor_sections import audit_section, billing_section, measured_section

@@ -4,14 +4,14 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core import experiments as ex
-from core import summaries
-from core.connect import Connection
-from core.content import Texts
-from core.prompts import default_document
-from core.runner import RowSource
-from core.verdicts import input_verdict
+from core.backends.connect import Connection
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.prompts import default_document
+from core.experiments.runner import RowSource
+from core.experiments.verdicts import input_verdict
 from ui.charts import input_chart
+from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
 from ui.experiment import explain, run_controls, show_run
 from ui.texts import texts

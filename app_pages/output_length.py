@@ -4,13 +4,13 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core import experiments as ex
-from core import summaries
-from core.connect import Connection
-from core.content import Texts
-from core.runner import RowSource
-from core.verdicts import output_verdict
+from core.backends.connect import Connection
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.runner import RowSource
+from core.experiments.verdicts import output_verdict
 from ui.charts import output_charts
+from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
 from ui.experiment import explain, run_controls, show_run
 from ui.measured import measured

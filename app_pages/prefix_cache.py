@@ -5,15 +5,15 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core import experiments as ex
-from core import summaries
-from core.connect import Connection
-from core.content import Texts
-from core.prompts import STRATEGIES, DocumentError, FittedDocument, default_document, read_document
-from core.runner import RowSource
-from core.samples import chapter_reference
-from core.verdicts import cache_verdict
+from core.backends.connect import Connection
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.prompts import STRATEGIES, DocumentError, FittedDocument, default_document, read_document
+from core.experiments.runner import RowSource
+from core.experiments.samples import chapter_reference
+from core.experiments.verdicts import cache_verdict
 from ui.charts import cache_token_chart, cache_ttft_chart
+from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
 from ui.document import fit_for_backend
 from ui.experiment import explain, run_controls, show_run

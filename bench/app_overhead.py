@@ -4,7 +4,7 @@ in alternating blocks so a drift of the machine hits both alike.
 
 Two figures: TTFT minus the server's prefill time (larger through the app if a redraw leaked into a
 timed request), and each block's wall time per request (larger through the app by what the page's
-redraw costs: a watched run waits for the redraw before its next request, `core.runner.REDRAW_WAIT_S`).
+redraw costs: a watched run waits for the redraw before its next request, `core.experiments.runner.REDRAW_WAIT_S`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from bench.common import finish, spread, table
-from core import experiments as ex
-from core.connect import Target, open_connection
-from core.engine import LocalServer
-from core.results import RoundResult
+from core.backends.connect import Target, open_connection
+from core.engine.server import LocalServer
+from core.experiments import rounds as ex
+from core.records import RoundResult
 
 LENGTHS, REPEATS, BLOCKS = [16, 32, 64], 2, 4
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 from bench.common import finish, spread
-from core.batch import DEFAULT_LEVELS, BatchLevel, concurrency_sweep
-from core.connect import Target, open_connection
-from core.engine import LocalServer
+from core.backends.connect import Target, open_connection
+from core.engine.server import LocalServer
+from core.experiments.batch import DEFAULT_LEVELS, BatchLevel, concurrency_sweep
 
 REPEATS = 5
 FIGURES = ("aggregate_decode_tps", "per_stream_decode_tps", "aggregate_prefill_tps", "itl_p50_ms", "ttft_p50_ms")

@@ -1,5 +1,5 @@
 """Capture proxy overhead: the same minimal client straight to the embedded llama-server and through
-`core.capture` to it, alternately in one run; TTFT and inter-token gaps less the server's own times."""
+`core.capture.proxy` to it, alternately in one run; TTFT and inter-token gaps less the server's own times."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from bench.client_overhead import MAX_TOKENS, messages, minimal_client
 from bench.common import finish, spread, table
-from core.capture import CaptureServer
-from core.engine import LocalServer
+from core.capture.proxy import CaptureServer
+from core.engine.server import LocalServer
 
 REQUESTS = 30
 

@@ -11,8 +11,8 @@ import urllib.request
 
 from bench.common import finish, spread, table
 from core.backends import ChatRequest, LlamaServerBackend
-from core.engine import LocalServer
-from core.prompts import default_document, nonce
+from core.engine.server import LocalServer
+from core.experiments.prompts import default_document, nonce
 
 REQUESTS = 30
 MAX_TOKENS = 16

@@ -15,8 +15,8 @@ from pathlib import Path
 import httpx
 
 from bench.common import finish, spread, table
-from core.engine import LocalServer, free_port
-from core.engine_choice import choose_binary
+from core.engine.choice import choose_binary
+from core.engine.server import LocalServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 REPEATS = 3

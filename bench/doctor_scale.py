@@ -7,7 +7,7 @@ import time
 from bench.common import finish, spread, table
 from core import doctor
 from core.doctor.formats import chat_round
-from core.prompts import EstimatingTokenCounter, default_document
+from core.experiments.prompts import EstimatingTokenCounter, default_document
 
 ROUNDS, CHARS, REPEATS = 100, 200_000, 5
 

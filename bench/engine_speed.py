@@ -13,9 +13,9 @@ import statistics
 from pathlib import Path
 
 from bench.common import finish, spread, table
-from core.engine import LocalServer
-from core.engine_choice import choose_binary, native_binary, wheel_binary
-from core.engine_probe import measure_speed
+from core.engine.choice import choose_binary, native_binary, wheel_binary
+from core.engine.probe import measure_speed
+from core.engine.server import LocalServer
 
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 100  # about 1,000 tokens
 ANSWER_TOKENS = 128

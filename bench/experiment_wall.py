@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from statistics import median
 
 from bench.common import finish
-from core import experiments as ex
-from core.connect import Target, open_connection
-from core.engine import LocalServer
-from core.prompts import TokenCounter, default_document, fit_document
-from core.results import RoundResult
+from core.backends.connect import Target, open_connection
+from core.engine.server import LocalServer
+from core.experiments import rounds as ex
+from core.experiments.prompts import TokenCounter, default_document, fit_document
+from core.records import RoundResult
 
 
 @dataclass

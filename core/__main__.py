@@ -1,3 +1,3 @@
-from core.cli import main
+from core.cli.main import main
 
 raise SystemExit(main())

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, Protocol
 
-from core.results import RoundResult
+from core.records import RoundResult
 
 ROUND_FIELDS = [f.name for f in fields(RoundResult)]
 SETTING_COLUMNS = ("backend", "model", "base_url")
 
 
 class Record(Protocol):
-    """What an experiment yields and an export writes: a `RoundResult`, a `core.batch.BatchLevel`."""
+    """What an experiment yields and an export writes: a `RoundResult`, a `core.experiments.batch.BatchLevel`."""
 
     error: str
 

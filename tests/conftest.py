@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.connect import Connection, Target, open_connection
-from core.engine import LocalServer
+from core.backends.connect import Connection, Target, open_connection
+from core.engine.server import LocalServer
 from tests.fake_openai import FakeOpenAIServer
 
 

@@ -15,14 +15,14 @@ import sys
 import httpx
 import pytest
 
-from core import experiments as ex
-from core import summaries
 from core.backends import BACKENDS, PRESETS, AnthropicBackend, ChatRequest
 from core.backends.anthropic import messages_payload
-from core.connect import Target, open_connection
+from core.backends.connect import Target, open_connection
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.prompts import fit_document
 from core.hosting import load_settings
-from core.prompts import fit_document
-from core.results import RoundResult
+from core.records import RoundResult
 
 KEY = "sk-ant-test-0123456789"
 REQUEST = ChatRequest([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hello " * 40}],

@@ -12,18 +12,26 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core import batch_cli
 from core.backends import OpenAICompatBackend
-from core.batch import BATCH, BatchLevel, concurrency_sweep, levels_that_fit, nearest_rank, plan_batch, server_slots
-from core.batch_summary import batch_verdict, levels_from_json, summarize_batch
-from core.cli import main
-from core.connect import Target, open_connection
-from core.engine import LocalServer
+from core.backends.connect import Target, open_connection
+from core.cli import batch as batch_cli
+from core.cli.main import main
+from core.engine.server import LocalServer
+from core.experiments.batch import (
+    BATCH,
+    BatchLevel,
+    concurrency_sweep,
+    levels_that_fit,
+    nearest_rank,
+    plan_batch,
+    server_slots,
+)
+from core.experiments.batch_summary import batch_verdict, levels_from_json, summarize_batch
+from core.experiments.prompts import EstimatingTokenCounter
+from core.experiments.runner import DONE, BackgroundRun
+from core.experiments.samples import recorded_rows
 from core.export import to_csv, to_json
 from core.hosting import Refused, load_settings
-from core.prompts import EstimatingTokenCounter
-from core.runner import DONE, BackgroundRun
-from core.samples import recorded_rows
 from tests.apptest import api_state, app, chart_values
 from tests.fake_openai import FakeOpenAIServer, Handler
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from core.engine import free_port
+from core.engine.server import free_port
 from tests.apptest import ROOT
 
 pytestmark = pytest.mark.browser

@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from core import capture_cli, doctor
-from core.capture import CaptureServer
-from core.capture_record import ResponseWatcher
+from core import doctor
+from core.capture.log import ResponseWatcher
+from core.capture.proxy import CaptureServer
+from core.cli import capture as capture_cli
 from tests.fake_openai import FakeOpenAIServer
 
 KEY = "sk-capture-test-7f3a9c2e5b8d1f4a"
@@ -257,7 +258,7 @@ def test_doctor_finds_the_break_sent_through_the_proxy(proxied, log, tmp_path):
 
 
 def test_cli_says_where_to_point_the_agent_and_ctrl_c_lets_a_call_in_flight_finish(log):
-    script = ("import argparse, sys; from core import capture_cli as c; p = argparse.ArgumentParser(); "
+    script = ("import argparse, sys; from core.cli import capture as c; p = argparse.ArgumentParser(); "
               "c.add_arguments(p); sys.exit(c.run(p.parse_args(sys.argv[1:])))")
     with FakeOpenAIServer(token_delay=0.2) as fake:
         process = subprocess.Popen([sys.executable, "-c", script, "--upstream", fake.base_url, "--port", "0",

@@ -14,9 +14,9 @@ import pytest
 
 from core import doctor
 from core.backends import LlamaServerBackend, OpenAICompatBackend
-from core.capture import CaptureServer
+from core.capture.proxy import CaptureServer
 from core.doctor.rules import RULES_FILE
-from core.prompts import default_document
+from core.experiments.prompts import default_document
 
 FIXTURES = Path(__file__).parent / "data" / "doctor"
 SCENARIO = {"scenario_chat": doctor.CHAT, "scenario_responses": doctor.RESPONSES,

@@ -15,10 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core import cpu, engine_cli
-from core.engine import EngineError, LocalServer, find_model, find_server_binary
-from core.engine_build import build_native
-from core.engine_choice import candidates, choose_binary, native_binary, wheel_binary
+from core.cli import engine as engine_cli
+from core.engine import cpu
+from core.engine.build import build_native
+from core.engine.choice import candidates, choose_binary, native_binary, wheel_binary
+from core.engine.server import EngineError, LocalServer, find_model, find_server_binary
 
 CPU_MESSAGE = r"uses CPU instructions this processor lacks .*run `make engine` to build one for this CPU, or set " \
               r"LLAMA_SERVER_BIN"
@@ -174,7 +175,7 @@ def test_the_native_build_builds_caches_and_is_chosen(tmp_path):
 @pytest.mark.parametrize("decode,rebuilt", [(30.0, True), (60.0, False)])
 def test_a_native_build_slower_than_the_prebuilt_engine_is_rebuilt_without_avx512(monkeypatch, tmp_path, decode,
                                                                                      rebuilt):
-    from core import engine_build
+    from core.engine import build as engine_build
 
     if platform.machine() != "x86_64":
         pytest.skip("AVX-512 is an x86_64 instruction set")
@@ -217,7 +218,7 @@ def test_the_sidebar_says_a_sigill_binary_lacks_cpu_instructions(monkeypatch, tm
 
 
 def build_panel() -> None:
-    from core.content import Texts
+    from ui.content import Texts
     from ui.engine_build import offer_native_build
 
     offer_native_build(Texts("en"))
@@ -228,7 +229,7 @@ def test_the_sidebar_build_shows_progress_and_the_result(monkeypatch, tmp_path):
 
     from streamlit.testing.v1 import AppTest
 
-    from core import engine_build
+    from core.engine import build as engine_build
     from ui import engine_build as panel
 
     project = tmp_path / "tiny"
@@ -282,7 +283,7 @@ def test_every_page_says_why_when_no_engine_can_run(monkeypatch, tmp_path):
 
 
 def test_a_binary_objdump_cannot_read_needs_unknown_flags_not_none():
-    from core.cpu import cache_dir, needed_flags
+    from core.engine.cpu import cache_dir, needed_flags
 
     wrapper = script(Path(os.environ["XDG_CACHE_HOME"]).parent / "bin" / "llama-server", "exec true\n")
     assert needed_flags(wrapper) is None  # unknown: the start itself (and the SIGILL memory) decide

@@ -12,10 +12,10 @@ import threading
 import httpx
 import pytest
 
-from core import experiments as ex
 from core.backends import ChatRequest, OpenAICompatBackend
-from core.connect import Target, open_connection
-from core.prompts import fit_document
+from core.backends.connect import Target, open_connection
+from core.experiments import rounds as ex
+from core.experiments.prompts import fit_document
 from tests.fake_openai import SLOW_SECONDS, WORDS
 
 REQUEST = ChatRequest([{"role": "user", "content": "hello " * 40}], max_tokens=6)

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from core import runner
 from core.backends import ChatRequest, OpenAICompatBackend
-from core.engine import LocalServer
+from core.engine.server import LocalServer
+from core.experiments import runner
+from core.experiments.runner import BackgroundRun, active_runs
+from core.experiments.samples import EMBEDDED_DEFAULT
 from core.hosting import HostedSettings, Refused, check_base_url, guarded_transport, load_settings
-from core.runner import BackgroundRun, active_runs
-from core.samples import EMBEDDED_DEFAULT
 from tests.apptest import KEY, PAGES, app, rendered
 
 PUBLIC = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 443))]

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from core import experiments as ex
-from core import summaries
-from core.connect import Target, open_connection
-from core.engine import EngineError, LocalServer, find_model, find_server_binary
-from core.engine_choice import choose_binary, verify_model
-from core.prompts import ServerTokenCounter, default_document, fit_document
+from core.backends.connect import Target, open_connection
+from core.engine.choice import choose_binary, verify_model
+from core.engine.server import EngineError, LocalServer, find_model, find_server_binary
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.prompts import ServerTokenCounter, default_document, fit_document
 
 pytestmark = pytest.mark.llama
 
@@ -204,7 +204,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(os.getcwd())!r})
-        from core.engine import LocalServer
+        from core.engine.server import LocalServer
         s = LocalServer(context=1024, log_dir={str(tmp_path)!r}).start()
         print(s.process.pid, flush=True)
         time.sleep(60)

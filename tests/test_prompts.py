@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from core.prompts import (
+from core.experiments.prompts import (
     STRATEGIES,
     DocumentError,
     EstimatingTokenCounter,

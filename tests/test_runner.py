@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from core.results import RoundResult
-from core.runner import DONE, STOPPED, BackgroundRun, server_lock
+from core.experiments.runner import DONE, STOPPED, BackgroundRun, server_lock
+from core.records import RoundResult
 
 
 def test_a_run_stopped_while_it_waits_for_the_server_still_closes_its_connection():

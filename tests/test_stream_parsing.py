@@ -16,8 +16,8 @@ import pytest
 
 from core.backends import AnthropicBackend, ChatRequest, LlamaServerBackend, OpenAICompatBackend
 from core.backends.openai_compat import cached_tokens_from_usage
-from core.results import RoundResult
-from core.sse import iter_sse_lines, sse_field
+from core.backends.sse import iter_sse_lines, sse_field
+from core.records import RoundResult
 
 DATA = Path(__file__).parent / "data"
 STREAMS = DATA / "streams"

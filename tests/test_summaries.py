@@ -6,11 +6,11 @@ second strategy, leaving four append-only rounds against one timestamp-first rou
 
 from __future__ import annotations
 
-from core import experiments as ex
-from core import summaries
-from core.report import summary_lines
-from core.results import RoundResult
-from core.verdicts import cache_verdict, output_verdict
+from core.cli.summary import summary_lines
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.verdicts import cache_verdict, output_verdict
+from core.records import RoundResult
 
 
 def cache_row(strategy: str, round_no: int, recomputed: int | None, prompt: int = 2000, ttft: float = 100.0,

@@ -1,4 +1,4 @@
-"""Altair charts for experiment 4 (many requests at once), coloured with `core.palette`.
+"""Altair charts for experiment 4 (many requests at once), coloured with `ui.palette`.
 
 Each builder takes runs as ``(label, levels)`` pairs, the current run first; earlier runs are drawn
 dashed beside it. Nothing here calls Streamlit.
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from core.batch import BatchLevel
-from core.content import Texts
-from core.palette import DECODE, PREFILL, SERIES
+from core.experiments.batch import BatchLevel
+from ui.content import Texts
+from ui.palette import DECODE, PREFILL, SERIES
 
 LevelRuns = Sequence[tuple[str, Sequence[BatchLevel]]]
 

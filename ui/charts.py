@@ -1,4 +1,4 @@
-"""Altair charts for the pages, coloured with `core.palette` (no Streamlit here).
+"""Altair charts for the pages, coloured with `ui.palette` (no Streamlit here).
 
 Each builder takes ``runs``: `ui.contract.RunView`s, the current run first, so earlier runs can be
 drawn on the same chart for comparison.
@@ -11,11 +11,11 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from core import experiments as ex
-from core.batch import nearest_rank
-from core.content import Texts
-from core.palette import CACHE_HIT, DECODE, PREFILL, SERIES
+from core.experiments import rounds as ex
+from core.experiments.batch import nearest_rank
+from ui.content import Texts
 from ui.contract import RunView
+from ui.palette import CACHE_HIT, DECODE, PREFILL, SERIES
 
 Runs = Sequence[RunView]
 

@@ -1,11 +1,11 @@
-"""The backend the sidebar points at, as a `core.connect.Target`, and connecting to it safely."""
+"""The backend the sidebar points at, as a `core.backends.connect.Target`, and connecting to it safely."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from core.backends import API, BACKENDS, ENGINE
-from core.connect import Connection, Target, open_connection
+from core.backends.connect import Connection, Target, open_connection
 from core.hosting import check_base_url, guarded_transport
 from ui.engine import embedded_server
 from ui.secrets import api_key_for, hosted

@@ -1,10 +1,10 @@
 """The contract between an experiment page and the shared run loop (`ui.experiment`).
 
-A page describes its run as an `ExperimentPlan`: the settings, the `core.experiments.Plan` (requests and
+A page describes its run as an `ExperimentPlan`: the settings, the `core.experiments.rounds.Plan` (requests and
 tokens, for budgets and progress) and `make_source`, which turns a `Connection` into the experiment's
 generator. It draws with a `DrawRuns`, which gets `RunView`s: the current run first, then the earlier runs
 the user chose to compare. An experiment whose records are not rounds (experiment 4 yields one
-`core.batch.BatchLevel` per concurrency) gives the loop a `Records` saying how to name, count, tabulate
+`core.experiments.batch.BatchLevel` per concurrency) gives the loop a `Records` saying how to name, count, tabulate
 and export them.
 """
 
@@ -16,12 +16,12 @@ from typing import Any, NamedTuple, Protocol
 
 import pandas as pd
 
-from core.connect import Connection
-from core.content import Texts
-from core.experiments import Plan
+from core.backends.connect import Connection
+from core.experiments.rounds import Plan
+from core.experiments.runner import RowSource
 from core.export import Record, to_json
-from core.results import RoundResult
-from core.runner import RowSource
+from core.records import RoundResult
+from ui.content import Texts
 
 
 class RunView(NamedTuple):
@@ -42,7 +42,7 @@ class DrawRuns(Protocol):
 
 @dataclass(frozen=True)
 class ExperimentPlan:
-    experiment: str  # a `core.experiments` name: INPUT, OUTPUT, CACHE, ...
+    experiment: str  # a `core.experiments.rounds` name: INPUT, OUTPUT, CACHE, ...
     settings: dict[str, Any]  # exported with the rounds; never a key
     plan: Plan
     make_source: SourceFactory

@@ -1,4 +1,4 @@
-"""Altair charts for the cache doctor page, coloured with `core.palette` (no Streamlit here)."""
+"""Altair charts for the cache doctor page, coloured with `ui.palette` (no Streamlit here)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from core.content import Texts
-from core.palette import CACHE_HIT, PREFILL, SERIES
-from core.results import RoundResult
+from core.records import RoundResult
+from ui.content import Texts
+from ui.palette import CACHE_HIT, PREFILL, SERIES
 
 
 def doctor_chart(findings: Sequence[dict], t: Texts, replayed: Sequence[RoundResult] = ()) -> alt.Chart:

@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from core import doctor
-from core.content import Texts
 from core.doctor import BILLING_RULES
+from ui.content import Texts
 from ui.doctor_charts import measured_chart
 
 

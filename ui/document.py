@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import streamlit as st
 
-from core.engine import EngineError
-from core.experiments import cache_doc_budget
-from core.prompts import FittedDocument, fit_document
+from core.engine.server import EngineError
+from core.experiments.prompts import FittedDocument, fit_document
+from core.experiments.rounds import cache_doc_budget
 from ui.connection import connect, current_target
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import httpx
 import streamlit as st
 
-from core.connect import Target, open_connection
-from core.content import Texts
-from core.engine import LocalServer, find_model, find_server_binary
+from core.backends.connect import Target, open_connection
+from core.engine.server import LocalServer, find_model, find_server_binary
+from ui.content import Texts
 
 _started: set[int] = set()  # slots of the servers that exist; module state shared by all sessions
 

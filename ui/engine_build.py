@@ -1,6 +1,6 @@
 """Offer `make engine` in the sidebar when the embedded engine cannot run on this CPU.
 
-The build (`core.engine_build.build_native`, minutes) runs in one worker thread per Streamlit
+The build (`core.engine.build.build_native`, minutes) runs in one worker thread per Streamlit
 process, since its result is one shared cache; the worker only appends progress lines, and a
 fragment that reruns every second draws them (no ``st.*`` call ever leaves the script thread).
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from core import engine_build
-from core.content import Texts
-from core.engine import EngineError
+from core.engine import build as engine_build
+from core.engine.server import EngineError
+from ui.content import Texts
 
 _PERCENT = re.compile(r"^\[\s*(\d+)%\]")
 

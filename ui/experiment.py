@@ -1,6 +1,6 @@
 """What every experiment page shares: Run and Stop, the live loop, history, table and downloads.
 
-A run's requests go out from a worker thread (`core.runner.BackgroundRun`); this script thread
+A run's requests go out from a worker thread (`core.experiments.runner.BackgroundRun`); this script thread
 only polls it and redraws. While the page watches, the worker waits for each redraw to finish
 before its next request, so drawing never overlaps a timed request (see BENCHMARKS.md). Each
 redraw is an ``st.*`` call, so a click on Stop (a rerun) lands within half a second; the rounds
@@ -17,13 +17,13 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
-from core.content import Texts
+from core.experiments.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
+from core.experiments.samples import recorded_rows
 from core.export import to_csv
 from core.hosting import Refused
-from core.results import RoundResult
-from core.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
-from core.samples import recorded_rows
+from core.records import RoundResult
 from ui.connection import connect, current_target
+from ui.content import Texts
 from ui.contract import DrawRuns, ExperimentPlan, Records, RunView
 from ui.secrets import hosted
 from ui.texts import texts

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from core import experiments as ex
-from core import summaries
-from core.batch import BATCH
-from core.batch_summary import BatchSummary, summarize_batch
-from core.results import RoundResult
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.experiments.batch import BATCH
+from core.experiments.batch_summary import BatchSummary, summarize_batch
+from core.records import RoundResult
 
 
 def rows_of(experiment: str) -> list[RoundResult]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from core.backends import API, BACKENDS, ENGINE, PRESETS
-from core.content import LANGUAGES, Texts, load
-from core.engine import EngineError
+from core.engine.server import EngineError
 from core.hosting import HostedSettings
+from ui.content import LANGUAGES, Texts, load
 from ui.engine import embedded_server, llama_status, start_embedded
 from ui.engine_build import offer_native_build
 from ui.secrets import api_key_for, hosted

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core import batch as bt
-from core import experiments as ex
 from core.backends import BACKENDS, PRESETS
+from core.experiments import batch as bt
+from core.experiments import rounds as ex
 from core.hosting import HostedSettings
 from ui.texts import LANG_KEY, browser_language
 

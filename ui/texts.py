@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.content import LANGUAGES, Texts
+from ui.content import LANGUAGES, Texts
 
 LANG_KEY = "lang"
 

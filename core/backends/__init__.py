@@ -1,7 +1,7 @@
 """Backend clients and the one registry of backends.
 
 `BACKENDS` is the single source of the backend names: the CLI's ``--backend`` choices, the sidebar's
-options, the exports' ``backend`` field and `core.connect.open_connection`'s dispatch all read it
+options, the exports' ``backend`` field and `core.backends.connect.open_connection`'s dispatch all read it
 (as vLLM's benchmark clients dispatch on one dict). A client streams one chat request and returns
 one `RequestResult`.
 """

@@ -20,7 +20,7 @@ from typing import Any
 from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.chunks import StreamState
 from core.backends.errors import error_text
-from core.results import RequestResult
+from core.records import RequestResult
 
 API_VERSION = "2023-06-01"
 EPHEMERAL = {"type": "ephemeral"}

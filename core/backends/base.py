@@ -23,9 +23,9 @@ import httpx
 
 from core.backends.chunks import ProgressCallback, StreamState, delta_parts
 from core.backends.errors import error_text, http_error_message, not_streaming_message
-from core.results import RequestResult
+from core.backends.sse import iter_sse_lines, sse_field
+from core.records import RequestResult
 from core.secrets import redact
-from core.sse import iter_sse_lines, sse_field
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 

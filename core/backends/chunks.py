@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.results import RequestResult
+from core.records import RequestResult
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 

@@ -13,7 +13,7 @@ import httpx
 
 from core.backends.base import ChatRequest, ProgressCallback
 from core.backends.openai_compat import OpenAICompatBackend
-from core.results import RequestResult
+from core.records import RequestResult
 
 
 def origin_of(base_url: str) -> str:

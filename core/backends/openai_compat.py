@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.backends.base import StreamingBackend
-from core.results import RequestResult
+from core.records import RequestResult
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from core.doctor.formats import read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
-from core.prompts import DocumentError, read_document
+from core.experiments.prompts import DocumentError, read_document
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
 REQUEST_KEYS = ("request", "request_body", "req")

@@ -10,8 +10,8 @@ from typing import Any
 from core.backends import ChatRequest, LlamaServerBackend
 from core.doctor.formats import chat_round
 from core.doctor.model import CHAT, Round, Transcript
-from core.prompts import Conversation
-from core.results import RoundResult
+from core.experiments.prompts import Conversation
+from core.records import RoundResult
 
 REPLAY_ANSWER_TOKENS = 8  # a replayed round only needs its prefill measured
 

@@ -22,9 +22,9 @@ import httpx
 
 from core import doctor
 from core.backends import BACKENDS
-from core.cli_target import add_target_arguments, target_from_args
-from core.connect import open_connection
-from core.engine import EngineError
+from core.backends.connect import open_connection
+from core.cli.target import add_target_arguments, target_from_args
+from core.engine.server import EngineError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,17 +26,20 @@ from types import ModuleType
 
 import httpx
 
-from core import batch_cli, capture_cli, doctor_cli, engine_cli
-from core import experiments as ex
 from core.backends import BACKENDS
-from core.batch import DEFAULT_LEVELS, BatchLevel
-from core.cli_target import add_target_arguments, target_from_args
-from core.connect import open_connection
-from core.engine import EngineError
+from core.backends.connect import open_connection
+from core.cli import batch as batch_cli
+from core.cli import capture as capture_cli
+from core.cli import doctor as doctor_cli
+from core.cli import engine as engine_cli
+from core.cli.summary import summary_lines
+from core.cli.target import add_target_arguments, target_from_args
+from core.engine.server import EngineError
+from core.experiments import rounds as ex
+from core.experiments.batch import DEFAULT_LEVELS, BatchLevel
+from core.experiments.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
 from core.export import to_csv, to_json
-from core.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
-from core.report import summary_lines
-from core.results import RoundResult
+from core.records import RoundResult
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
 SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli}

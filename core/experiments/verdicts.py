@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core import experiments as ex
-from core import summaries
-from core.results import RoundResult
+from core.experiments import rounds as ex
+from core.experiments import summaries
+from core.records import RoundResult
 from core.stats import median
 
 Verdict = tuple[bool, dict[str, Any]]

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from core.engine import LocalServer
-from core.engine_choice import EngineError
+from core.engine.choice import EngineError
+from core.engine.server import LocalServer
 
 PROBE_PROMPT = "The quick brown fox jumps over the lazy dog. " * 50  # about 500 tokens
 PROBE_ANSWER_TOKENS = 32

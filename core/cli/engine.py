@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.cpu import cpu_flags, cpu_key, needed_flags
-from core.engine_build import build_native
-from core.engine_choice import FLAG_NAMES, EngineError, candidates, choose_binary, find_model
-from core.engine_probe import probe
+from core.engine.build import build_native
+from core.engine.choice import FLAG_NAMES, EngineError, candidates, choose_binary, find_model
+from core.engine.cpu import cpu_flags, cpu_key, needed_flags
+from core.engine.probe import probe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.capture import CaptureServer
+from core.capture.proxy import CaptureServer
 
 DEFAULT_PORT = 8089
 

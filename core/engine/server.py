@@ -1,6 +1,6 @@
 """The embedded local engine: run one llama-server child process.
 
-Which binary and model are used, and why, is `core.engine_choice` (re-exported here).
+Which binary and model are used, and why, is `core.engine.choice` (re-exported here).
 `LocalServer` starts the binary on a free 127.0.0.1 port with ``slots`` slots (default ``-np 1``: one
 KV cache, so the experiments see exactly what they reuse; more slots share one unified KV cache with
 ``--kv-unified``), waits for ``/health``, keeps the log in a file, and stops it with its whole process
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import httpx
 
-from core.cpu import missing_flags
-from core.engine_choice import SIGILL_CODES, EngineError, cpu_message, find_model, find_server_binary, remember_sigill
+from core.engine.choice import SIGILL_CODES, EngineError, cpu_message, find_model, find_server_binary, remember_sigill
+from core.engine.cpu import missing_flags
 
 __all__ = ["DEFAULT_CONTEXT", "EngineError", "LocalServer", "ServerInfo", "find_model", "find_server_binary",
            "free_port"]

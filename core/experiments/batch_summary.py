@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.batch import BatchLevel
+from core.experiments.batch import BatchLevel
 
 
 @dataclass(frozen=True)

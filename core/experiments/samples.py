@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.batch import BATCH
-from core.batch_summary import levels_from_json
+from core.experiments.batch import BATCH
+from core.experiments.batch_summary import levels_from_json
 from core.export import Record, rows_from_json
 
-SAMPLES_DIR = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "samples"
 EMBEDDED_DEFAULT = SAMPLES_DIR / "embedded_default.json"
 EMBEDDED_BATCH = SAMPLES_DIR / "embedded_batch.json"
 

@@ -6,8 +6,8 @@ import argparse
 from contextlib import ExitStack
 
 from core.backends import API, BACKENDS, ENGINE, PRESETS
-from core.connect import Target, engine_target
-from core.engine import DEFAULT_CONTEXT
+from core.backends.connect import Target, engine_target
+from core.engine.server import DEFAULT_CONTEXT
 from core.secrets import key_from_env
 
 DEFAULT_LLAMA_URL = "http://127.0.0.1:8080"

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from core.palette import PHASES
+from ui.palette import PHASES
 
 CONTENT_DIR = Path(__file__).resolve().parent.parent / "content"
 LANGUAGES = ("en", "zh")

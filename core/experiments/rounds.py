@@ -1,4 +1,4 @@
-"""Experiments 1-3, each a generator that yields one `RoundResult` per request (summaries: `core.summaries`).
+"""Experiments 1-3, each a generator that yields one `RoundResult` per request (summaries: `.summaries`).
 
 A caller can redraw after every round and stop at any time (``cancel``) keeping what was measured;
 the round in flight when the stop comes is dropped, not recorded half-measured.
@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
-from core.prompts import (
+from core.experiments.prompts import (
     STRATEGIES,
     Conversation,
     DocumentError,
@@ -27,7 +27,7 @@ from core.prompts import (
     nonce,
     output_length_messages,
 )
-from core.results import RequestResult, RoundResult
+from core.records import RequestResult, RoundResult
 
 INPUT = "input_length"
 OUTPUT = "output_length"
@@ -161,7 +161,7 @@ def prefix_cache_rounds(
 
     Each round adds the previous answer and a new question at the end. The strategy decides what
     the system prompt starts with: unchanged (``append_only``) or something new every round.
-    ``document`` was fitted to the backend's context once (`core.prompts.fit_document`, see
+    ``document`` was fitted to the backend's context once (`core.experiments.prompts.fit_document`, see
     `cache_doc_budget`); it is sent as it is.
     """
     unknown = [s for s in strategies if s not in STRATEGIES]

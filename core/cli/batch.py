@@ -10,10 +10,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 
-from core.batch import BatchLevel, concurrency_sweep, levels_that_fit, server_slots
-from core.batch_summary import summarize_batch
-from core.connect import Connection, Target, open_connection
-from core.engine import DEFAULT_CONTEXT, LocalServer
+from core.backends.connect import Connection, Target, open_connection
+from core.engine.server import DEFAULT_CONTEXT, LocalServer
+from core.experiments.batch import BatchLevel, concurrency_sweep, levels_that_fit, server_slots
+from core.experiments.batch_summary import summarize_batch
 
 COLUMNS = [("concurrency", "N", 3), ("aggregate_decode_tps", "decode/s", 9), ("per_stream_decode_tps", "stream/s", 9),
            ("aggregate_prefill_tps", "prefill/s", 9), ("ttft_p50_ms", "ttft p50", 9), ("ttft_p99_ms", "ttft p99", 9),

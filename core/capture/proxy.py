@@ -4,7 +4,7 @@ The agent's base URL points here; every request goes to ``upstream`` with the re
 appended (``/v1`` is not doubled when the upstream URL already ends with it). The answer comes back as
 it arrives: status, headers (minus hop-by-hop ones) and body bytes, a stream chunk by chunk, never
 buffered. Each call to a model endpoint (path ending in one of `LOGGED_ENDPOINTS`) with a JSON body
-appends one line to the log (`core.capture_record`); anything else passes through unlogged.
+appends one line to the log (`core.capture.log`); anything else passes through unlogged.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.capture_record import CaptureLog, ResponseWatcher, scrub, secrets_of
+from core.capture.log import CaptureLog, ResponseWatcher, scrub, secrets_of
 
 LOGGED_ENDPOINTS = ("/chat/completions", "/responses", "/completions", "/messages")
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",

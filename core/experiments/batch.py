@@ -27,9 +27,15 @@ from typing import Any
 
 from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
 from core.backends.llama_server import LlamaServerBackend
-from core.experiments import OUTPUT_PROMPT_TOKENS, Plan, warm_up
-from core.prompts import TokenCounter, default_document, input_length_messages, nonce, output_length_messages
-from core.results import RequestResult
+from core.experiments.prompts import (
+    TokenCounter,
+    default_document,
+    input_length_messages,
+    nonce,
+    output_length_messages,
+)
+from core.experiments.rounds import OUTPUT_PROMPT_TOKENS, Plan, warm_up
+from core.records import RequestResult
 
 BATCH = "batch"
 DEFAULT_LEVELS = (1, 2, 4, 8)

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from core.backends import BACKENDS, LlamaServerBackend, StreamingBackend
-from core.engine import DEFAULT_CONTEXT, LocalServer
-from core.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
+from core.engine.server import DEFAULT_CONTEXT, LocalServer
+from core.experiments.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Target:
     api_key: str | None = field(default=None, repr=False)
 
     def lock_key(self) -> str:
-        """Runs against one server are serialised on this key (see `core.runner.server_lock`)."""
+        """Runs against one server are serialised on this key (see `core.experiments.runner.server_lock`)."""
         return self.url
 
 

@@ -24,9 +24,12 @@ class Record(Protocol):
 
 
 def to_json(settings: dict[str, Any], rows: Sequence[Record], summary: dict[str, Any] | None = None,
-            levels: Sequence[Record] = ()) -> str:
-    """Settings, rounds and summary; a concurrency sweep's records go under ``levels``."""
-    data = {"settings": settings, "rounds": [r.to_dict() for r in rows], "summary": summary or {}}
+            levels: Sequence[Record] = (), run: dict[str, Any] | None = None) -> str:
+    """Settings, rounds and summary; a concurrency sweep's records go under ``levels``; a stored run's
+    label, machine and dates under ``run`` (`core.store.transfer`)."""
+    data: dict[str, Any] = {"settings": settings, "rounds": [r.to_dict() for r in rows], "summary": summary or {}}
+    if run:
+        data["run"] = run
     if levels:
         data["levels"] = [level.to_dict() for level in levels]
     return json.dumps(data, indent=2, ensure_ascii=False, default=str)

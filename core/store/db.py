@@ -167,6 +167,9 @@ class RunStore:
                                  f"Set {ENV} to a writable file, or to {MEMORY} to keep runs in memory only.") from exc
         if exists and not os.access(path, os.R_OK):
             raise StoreError(f"{where} cannot be read (permission denied). Set {ENV} to another file.")
+        if exists and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):  # WAL writes beside it
+            raise StoreError(f"{where} is on a read-only disk or not writable. It was left as it is; "
+                             f"set {ENV} to a writable file, or to {MEMORY} to keep runs in memory only.")
         try:
             conn = sqlite3.connect(f"{path.as_uri()}?mode={'rw' if exists else 'rwc'}", uri=True,
                                    check_same_thread=False, isolation_level=None, timeout=OPEN_TIMEOUT_MS / 1000)
@@ -345,6 +348,7 @@ class RunStore:
             where.append("experiment = ?")
             params.append(experiment)
         if owner is not None:
+            self.purge_visitors()
             where.append("(owner = ? OR source = ?)")
             params += [owner, REFERENCE]
         sql = f"SELECT {self._COLUMNS} FROM runs {'WHERE ' + ' AND '.join(where) if where else ''} " \

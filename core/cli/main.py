@@ -8,6 +8,7 @@ Examples::
     python -m core --only batch --concurrency 1,2,4,8 --json batch.json   # experiment 4: many requests at once
     python -m core --preset DeepSeek --only cache   # key from $DEEPSEEK_API_KEY
     python -m core doctor agent_log.jsonl --json findings.json    # a subcommand: see `python -m core --help`
+    python -m core runs list                        # every run is saved as it runs (--no-save: not this one)
 
 The per-round table goes to stdout, progress to stderr. A key is read from the environment
 variable of the preset (or ``--key-env``), never from the command line, so it stays out of shell
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -32,17 +34,23 @@ from core.cli import batch as batch_cli
 from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
+from core.cli import report as report_cli
+from core.cli import runs as runs_cli
 from core.cli.summary import summary_lines
 from core.cli.target import add_target_arguments, target_from_args
 from core.engine.server import EngineError
 from core.experiments import rounds as ex
-from core.experiments.batch import DEFAULT_LEVELS, BatchLevel
+from core.experiments.batch import BATCH, DEFAULT_LEVELS, BatchLevel
 from core.experiments.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
-from core.export import to_csv, to_json
+from core.experiments.runner import DONE, FAILED, STOPPED
+from core.export import Record, to_csv, to_json
 from core.records import RoundResult
+from core.store import RunStore
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
-SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli}
+SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli,
+                                      "runs": runs_cli, "report": report_cli}
+EXPERIMENT_IDS = {"input": ex.INPUT, "output": ex.OUTPUT, "cache": ex.CACHE, "batch": BATCH}  # --only's words
 
 COLUMNS = [("experiment", 13), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
            ("reused_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),
@@ -74,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="experiment 4 (batch) requests at once, comma separated; up to the server's slots")
     parser.add_argument("--json", type=Path, help="write settings and rounds as JSON")
     parser.add_argument("--csv", type=Path, help="write rounds as CSV (experiment 4 alone: its levels)")
+    parser.add_argument("--no-save", action="store_true",
+                        help="do not save this run in the run store (`python -m core runs list`)")
     commands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         summary = (module.__doc__ or name).strip().splitlines()[0]
@@ -101,6 +111,25 @@ def header() -> str:
     return " ".join(HEADERS.get(name, name)[:width].rjust(width) for name, width in COLUMNS)
 
 
+def saving(records: Iterable[Record], store: RunStore | None, experiment: str, settings: dict[str, object],
+           label: str, secrets: Sequence[str | None]) -> Iterator[Record]:
+    """Pass the records on, each written to the store as it arrives; the run ends as done, failed or
+    stopped (Ctrl-C), keeping every record written before."""
+    if store is None:
+        yield from records
+        return
+    run_id = store.begin(experiment, dict(settings), label=label, secrets=secrets)
+    status, failed = STOPPED, False
+    try:
+        for record in records:
+            store.add(run_id, record)
+            failed = failed or bool(record.error)
+            yield record
+        status = FAILED if failed else DONE
+    finally:
+        store.finish(run_id, status)
+
+
 def run_experiments(args: argparse.Namespace) -> int:
     only = args.only or ["input", "output", "cache"]
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -117,7 +146,8 @@ def run_experiments(args: argparse.Namespace) -> int:
         try:
             # experiment 4 alone: start the embedded engine with its slots at once, not a one-slot server first
             slots = max(args.concurrency, default=1) if set(only) == {"batch"} else 1
-            conn = stack.enter_context(open_connection(target_from_args(args, stack, slots)))
+            target = target_from_args(args, stack, slots)
+            conn = stack.enter_context(open_connection(target))
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
@@ -136,17 +166,6 @@ def run_experiments(args: argparse.Namespace) -> int:
         }
         if fitted is not None:
             runs["cache"] = partial(ex.prefix_cache_rounds, conn.backend, fitted, strategies, args.rounds)
-        if set(only) - {"batch"}:
-            print(header())
-        for name in only:
-            print(f"[{name}] running...", file=sys.stderr)
-            if name == "batch":
-                batch_conn = batch_cli.batch_connection(conn, stack, args.concurrency, args.context)
-                levels = list(batch_cli.run_sweep(batch_conn, args.concurrency))
-                continue
-            for row in runs[name]():
-                rows.append(row)
-                print(format_row(row), flush=True)
         settings = {
             **conn.describe(),
             "only": only,
@@ -159,6 +178,22 @@ def run_experiments(args: argparse.Namespace) -> int:
             "repeats": args.repeats,
             "concurrency": args.concurrency,
         }
+        store = None if args.no_save else runs_cli.open_for_cli()
+        label = f"{conn.name} · {conn.info.get('model') or conn.backend.model} · {datetime.now():%Y-%m-%d %H:%M}"
+        if set(only) - {"batch"}:
+            print(header())
+        for name in only:
+            print(f"[{name}] running...", file=sys.stderr)
+            if name == "batch":
+                batch_conn = batch_cli.batch_connection(conn, stack, args.concurrency, args.context)
+                sweep = batch_cli.run_sweep(batch_conn, args.concurrency)
+                levels = [level for level in saving(sweep, store, BATCH, settings, label, [target.api_key])
+                          if isinstance(level, BatchLevel)]
+                continue
+            for row in saving(runs[name](), store, EXPERIMENT_IDS[name], settings, label, [target.api_key]):
+                assert isinstance(row, RoundResult)
+                rows.append(row)
+                print(format_row(row), flush=True)
     for line in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
         print(line)
     if args.json:

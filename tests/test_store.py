@@ -67,7 +67,8 @@ def test_a_run_is_written_round_by_round_and_read_back(db: Path) -> None:
     store.finish(run_id, DONE, {"median_ttft_ms": 20.0})
     again = open_store(str(db))
     saved = again.get(run_id)
-    assert saved is not None and saved.status == DONE and saved.rounds == 3 and saved.summary == {"median_ttft_ms": 20.0}
+    assert saved is not None and saved.status == DONE and saved.rounds == 3
+    assert saved.summary == {"median_ttft_ms": 20.0}
     assert saved.machine["cores"] == os.cpu_count() and saved.machine["cpu"]
     assert again.records(run_id) == rounds(3)
     assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -3,10 +3,12 @@
 import streamlit as st
 
 from ui.sidebar import render_sidebar
+from ui.store import visitor
 from ui.texts import texts
 
 st.set_page_config(page_title="Prefill Lab", page_icon=":material/timer:", layout="wide")
 t = texts()
+visitor()  # hosted mode: this visitor's id stays in the URL, so a reload finds their saved runs
 page = st.navigation([
     st.Page("app_pages/home.py", title=t("nav.home"), icon=":material/school:", default=True),
     st.Page("app_pages/input_length.py", title=t("nav.input"), icon=":material/input:"),
@@ -14,6 +16,7 @@ page = st.navigation([
     st.Page("app_pages/prefix_cache.py", title=t("nav.cache"), icon=":material/cached:"),
     st.Page("app_pages/batching.py", title=t("batch.nav"), icon=":material/stacks:"),
     st.Page("app_pages/cache_doctor.py", title=t("doctor.nav"), icon=":material/stethoscope:"),
+    st.Page("app_pages/runs.py", title=t("runs.nav"), icon=":material/database:"),
 ])
 render_sidebar()
 page.run()

@@ -11,15 +11,18 @@ from core.experiments import summaries
 from core.experiments.batch import BATCH
 from core.experiments.batch_summary import BatchSummary, summarize_batch
 from core.records import RoundResult
+from ui.store import latest_saved
 
 
 def rows_of(experiment: str) -> list[RoundResult]:
-    """The rows of the newest run of ``experiment`` that measured anything."""
+    """The rows of the newest run of ``experiment`` that measured anything: this session's, else the
+    newest saved one (a reload or a restart keeps the numbers)."""
     for run in reversed(st.session_state.get("history", {}).get(experiment, [])):
         rows = [r for r in run.rows if not r.error]
         if rows:
             return rows
-    return []
+    saved = latest_saved(experiment)
+    return [r for r in saved.rows if not r.error] if saved else []  # type: ignore[misc]
 
 
 @dataclass

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from core.backends.base import ChatRequest, ProgressCallback
 from core.backends.openai_compat import OpenAICompatBackend
 from core.records import RequestResult
@@ -49,12 +47,6 @@ class LlamaServerBackend(OpenAICompatBackend):
         response = self.client.request(method, self.origin + path, **kwargs)
         response.raise_for_status()
         return response.json()
-
-    def health(self) -> bool:
-        try:
-            return self._get_json("GET", "/health").get("status") == "ok"
-        except (httpx.HTTPError, ValueError):
-            return False
 
     def props(self) -> dict[str, Any]:
         """Context size, model path and build, as ``/props`` reports them."""

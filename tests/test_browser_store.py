@@ -18,7 +18,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from core.engine.server import free_port
-from core.experiments.rounds import CACHE, OUTPUT
+from core.experiments.output_length import ID as OUTPUT
+from core.experiments.prefix_cache import ID as CACHE
 from core.store import CUT, RunStore
 from tests.apptest import ROOT
 from tests.fake_openai import FakeOpenAIServer
@@ -121,7 +122,7 @@ def test_a_run_survives_a_reload_and_shows_in_a_second_tab(browser: Browser, tmp
     db = tmp_path / "runs.sqlite"
     with FakeOpenAIServer() as fake, streamlit(db, tmp_path / "streamlit.log") as (url, _):
         page = new_tab(browser)
-        open_page(page, url + "/output_length")
+        open_page(page, url + "/output")
         page.get_by_test_id("stSidebar").get_by_text("OpenAI-compatible API").click()
         idle(page)
         for label, value in (("Base URL", fake.base_url), ("Model", "ok")):
@@ -142,7 +143,7 @@ def test_a_run_survives_a_reload_and_shows_in_a_second_tab(browser: Browser, tmp
         assert listed["rounds"] == "5" and listed["status"] == "finished" and listed["model"] == "ok"
 
         second = new_tab(browser)
-        open_page(second, url + "/output_length")
+        open_page(second, url + "/output")
         assert [r["total_ms"] for r in rounds_table(second, 5)] == [r["total_ms"] for r in measured]
         (listed_there,) = saved_list(second)
         assert listed_there["run"] == listed["run"]
@@ -160,7 +161,7 @@ def test_hosted_visitors_keep_their_runs_apart_and_a_killed_app_leaves_a_cut_run
         env = {**HOSTED, "PREFILL_LAB_ALLOWED_BASE_URLS": fake.base_url}
         with streamlit(db, log, **env) as (url, app):
             page = new_tab(browser)
-            open_page(page, url + "/prefix_cache")
+            open_page(page, url + "/cache")
             visitor_url = page.url
             assert re.search(r"[?&]visitor=[\w-]{22,}", visitor_url), visitor_url
             run_button(page).click()
@@ -187,7 +188,7 @@ def test_hosted_visitors_keep_their_runs_apart_and_a_killed_app_leaves_a_cut_run
             assert len(mine) == 1 and mine[0]["rounds"] == str(cut.rounds)
             assert mine[0]["status"] == "cut: the app stopped during the run"
 
-            open_page(again, url + "/prefix_cache?" + visitor_url.split("?", 1)[1])
+            open_page(again, url + "/cache?" + visitor_url.split("?", 1)[1])
             assert len(rounds_table(again, cut.rounds)) == cut.rounds  # the rounds before the kill, drawn again
 
             stranger = new_tab(browser)

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from core.experiments.rounds import OUTPUT
+from core.experiments.output_length import ID as OUTPUT
 from core.experiments.runner import DONE, FAILED, STOPPED
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.store import REFERENCE_ID, RunStore, open_store
@@ -44,7 +44,7 @@ def test_an_experiment_command_saves_its_rounds(fake_api: FakeOpenAIServer, tmp_
     assert saved.experiment == OUTPUT and saved.status == DONE and saved.rounds == 2 and saved.backend == "api"
     assert [r.target_tokens for r in stored(db).records(saved.id)] == [4, 8]  # type: ignore[attr-defined]
     listing = core(db, "runs", "list")
-    assert saved.id in listing.stdout and "output_length" in listing.stdout and "done" in listing.stdout
+    assert saved.id in listing.stdout and " output " in listing.stdout and "done" in listing.stdout
 
 
 def test_no_save_saves_nothing(fake_api: FakeOpenAIServer, tmp_path: Path) -> None:
@@ -87,16 +87,16 @@ def test_export_import_show_rename_delete(tmp_path: Path) -> None:
     ids = imported.stdout.split(": ", 1)[1].split(", ")
     assert len(ids) == 3
     exported = tmp_path / "cache.json"
-    cache_id = next(i.strip() for i in ids if stored(mine).get(i.strip()).experiment == "prefix_cache")  # type: ignore[union-attr]
+    cache_id = next(i.strip() for i in ids if stored(mine).get(i.strip()).experiment == "cache")  # type: ignore[union-attr]
     assert core(mine, "runs", "export", cache_id[:6], "-o", str(exported)).returncode == 0
     assert json.loads(exported.read_text())["run"]["machine"]
     assert core(friends, "runs", "import", str(exported)).returncode == 0
     (copy,) = [r for r in stored(friends).runs() if r.id != REFERENCE_ID]
-    assert copy.rounds == 12 and copy.experiment == "prefix_cache"
+    assert copy.rounds == 12 and copy.experiment == "cache"
     assert core(friends, "runs", "rename", copy.id, "the laptop").returncode == 0
     assert stored(friends).get(copy.id).label == "the laptop"  # type: ignore[union-attr]
     shown = core(friends, "runs", "show", copy.id)
-    assert "the laptop" in shown.stdout and shown.stdout.count('"experiment": "prefix_cache"') == 12
+    assert "the laptop" in shown.stdout and shown.stdout.count('"experiment": "cache"') == 12
     assert core(friends, "runs", "delete", copy.id, "no-such-run").returncode == 2  # nothing deleted
     assert stored(friends).get(copy.id) is not None
     assert core(friends, "runs", "delete", copy.id).returncode == 0 and stored(friends).get(copy.id) is None
@@ -104,7 +104,7 @@ def test_export_import_show_rename_delete(tmp_path: Path) -> None:
 
 def test_import_refuses_with_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "findings.json"
-    bad.write_text('{\n  "settings": {},\n  "rounds": [\n    {"experiment": "prefix_cache", "round": 1, "x": 1}\n]}\n')
+    bad.write_text('{\n  "settings": {},\n  "rounds": [\n    {"experiment": "cache", "round": 1, "x": 1}\n]}\n')
     proc = core(tmp_path / "runs.sqlite", "runs", "import", str(bad))
     assert proc.returncode == 2
     assert f"{bad}, line 4 (round 1): unknown field 'x'" in proc.stderr

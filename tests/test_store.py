@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from core.experiments.batch import BATCH
-from core.experiments.rounds import CACHE, INPUT, OUTPUT
+from core.experiments.batch import ID as BATCH
+from core.experiments.input_length import ID as INPUT
+from core.experiments.output_length import ID as OUTPUT
+from core.experiments.prefix_cache import ID as CACHE
 from core.experiments.runner import DONE, RUNNING, STOPPED
 from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
-from core.records import RoundResult
+from core.records import RoundResult, renamed
 from core.store import (
     CUT,
     IMPORTED,
@@ -107,11 +109,11 @@ def test_a_killed_writer_leaves_its_rounds_and_a_cut_run(db: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
         from core.store import open_store
-        from core.records import RoundResult
+        from core.records import RoundResult, renamed
         store = open_store({str(db)!r})
-        run_id = store.begin("prefix_cache", {{}}, label="killed")
+        run_id = store.begin("cache", {{}}, label="killed")
         for i in (1, 2):
-            store.add(run_id, RoundResult("prefix_cache", i, ttft_ms=5.0))
+            store.add(run_id, RoundResult("cache", i, ttft_ms=5.0))
         print(run_id, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
@@ -238,12 +240,12 @@ def test_default_location_follows_xdg(tmp_path: Path, monkeypatch: pytest.Monkey
 WRITER = textwrap.dedent("""
     import sys
     from core.store import open_store
-    from core.records import RoundResult
+    from core.records import RoundResult, renamed
     db, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     store = open_store(db)
-    run_id = store.begin("prefix_cache", {"writer": name}, label=name)
+    run_id = store.begin("cache", {"writer": name}, label=name)
     for i in range(1, n + 1):
-        store.add(run_id, RoundResult("prefix_cache", i, strategy=name, prompt_tokens=i))
+        store.add(run_id, RoundResult("cache", i, strategy=name, prompt_tokens=i))
     store.finish(run_id, "done")
     print(run_id, store.problem or "ok", flush=True)
 """)
@@ -288,7 +290,8 @@ def test_import_app_and_cli_exports(db: Path) -> None:
     assert batch.rounds == len(json.loads(EMBEDDED_BATCH.read_text())["levels"])
     original = json.loads(EMBEDDED_DEFAULT.read_text())
     cache_id = next(i for i in ids if store.get(i).experiment == CACHE)  # type: ignore[union-attr]
-    assert [r.to_dict() for r in store.records(cache_id)] == [r for r in original["rounds"] if r["experiment"] == CACHE]
+    old = [renamed(r) for r in original["rounds"] if r["experiment"] == "prefix_cache"]  # migrated to current names
+    assert [r.to_dict() for r in store.records(cache_id)] == old and old[0]["experiment"] == CACHE
 
 
 def test_export_round_trip_keeps_label_machine_and_records(db: Path, tmp_path: Path) -> None:
@@ -311,15 +314,15 @@ def test_export_round_trip_keeps_label_machine_and_records(db: Path, tmp_path: P
     ('{"settings": {},\n "rounds": [\n', "bad.json, line 3: not JSON"),
     ("[1, 2]", "bad.json, line 1: JSON, but not a Prefill Lab export"),
     ('{"findings": []}', "bad.json, line 1: JSON, but not a Prefill Lab export"),
-    ('{"settings": {},\n "rounds": [\n  {"experiment": "prefix_cache", "round": 1},\n'
-     '  {"experiment": "prefix_cache", "round": 2, "colour": "red"}\n]}',
+    ('{"settings": {},\n "rounds": [\n  {"experiment": "cache", "round": 1},\n'
+     '  {"experiment": "cache", "round": 2, "colour": "red"}\n]}',
      "bad.json, line 4 (round 2): unknown field 'colour'"),
-    ('{"rounds": [\n\n {"experiment": "prefix_cache", "round": "one"}]}',
+    ('{"rounds": [\n\n {"experiment": "cache", "round": "one"}]}',
      "bad.json, line 3 (round 1): 'round' should be int, found 'one'"),
-    ('{"rounds": [{"experiment": "prefix_cache"}]}', "bad.json, line 1 (round 1): the field 'round' is missing"),
+    ('{"rounds": [{"experiment": "cache"}]}', "bad.json, line 1 (round 1): the field 'round' is missing"),
     ('{"rounds": [{"experiment": "juggling", "round": 1}]}', "unknown experiment 'juggling'"),
     ('{"settings": [],\n "rounds": []}', "bad.json, line 1: \"settings\" should be an object"),
-    ('{"run": {"format": 9},\n "rounds": [{"experiment": "prefix_cache", "round": 1}]}',
+    ('{"run": {"format": 9},\n "rounds": [{"experiment": "cache", "round": 1}]}',
      "bad.json, line 1: export format 9 is from a newer Prefill Lab"),
     ('{"rounds": []}', "an export with no rounds or levels"),
     ('{"levels": [\n {"concurrency": 1, "output_tokens": "many"}]}',

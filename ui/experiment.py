@@ -17,9 +17,10 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
+from core.experiments.base import RunContext
+from core.experiments.registry import EXPERIMENTS, records_key
 from core.experiments.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
-from core.experiments.samples import recorded_rows
-from core.export import to_csv
+from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.records import RoundResult
 from ui.connection import connect, current_target
@@ -38,10 +39,10 @@ from ui.store import (
 )
 from ui.texts import texts
 
-TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens",
+TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "cached_tokens",
                  "cache_write_tokens", "prefill_ms", "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms",
                  "total_ms", "ms_per_output_token", "prefill_source", "decode_source", "usage_source", "error"]
-EXPLAINED_COLUMNS = ["prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "reused_tokens", "prefill_source",
+EXPLAINED_COLUMNS = ["prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "cached_tokens", "prefill_source",
                      "decode_source", "usage_source"]  # where each number comes from: a tooltip on the header
 
 
@@ -76,15 +77,15 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
     settings = {**conn.describe(), **plan.settings}
-    run_id, source = start_saving(plan.experiment, settings, label, source, target.api_key)  # saved round by round
+    run_id, rows = start_saving(plan.experiment, settings, label,  # saved round by round, as the worker gets them
+                                lambda cancel, progress: source(RunContext(conn, cancel, progress)), target.api_key)
 
     def finished() -> None:
         conn.close()
         finish_saving(run)
 
-    run = BackgroundRun(plan.experiment, settings, source, lock_key=target.lock_key(),
-                        planned_rounds=plan.steps or plan.plan.requests, label=label, run_id=run_id,
-                        on_finish=finished)
+    run = BackgroundRun(plan.experiment, settings, rows, lock_key=target.lock_key(), planned_rounds=plan.plan.steps,
+                        label=label, run_id=run_id, on_finish=finished)
     try:
         run.start(hosted().max_concurrent_runs)
     except Refused as exc:
@@ -99,7 +100,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
 def load_recorded(experiment: str) -> None:
     """Add the shipped recorded run of this experiment to the history (labelled as recorded)."""
     t = texts()
-    settings, rows = recorded_rows(experiment)
+    settings, rows = EXPERIMENTS[experiment].recorded()
     label = f"{t('common.recorded')} · {settings.get('model', '')}"
     if rows and all(run.label != label for run in history(experiment)):
         history(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
@@ -237,7 +238,7 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records, c
     )
     right.download_button(
         t("common.download_json"),
-        records.export(run.settings, snap.rows),
+        to_json(run.settings, {records_key(run.experiment): snap.rows}),
         f"{name}.json",
         "application/json",
         on_click="ignore",

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
+from core.experiments.registry import EXPERIMENTS
 from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
 
 LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 28), ("date", 16), ("rounds", 6),
@@ -24,7 +25,7 @@ LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 28), 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="saved runs, newest first")
-    listing.add_argument("--experiment", help="only this experiment (input_length, output_length, prefix_cache, batch)")
+    listing.add_argument("--experiment", choices=list(EXPERIMENTS), help="only this experiment")
     listing.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
     actions.add_parser("show", help="one run: settings, machine and every round").add_argument("run")
     export = actions.add_parser("export", help="one run as JSON another machine can import")

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.experiments.batch import BATCH
-from core.experiments.rounds import CACHE, INPUT, OUTPUT
+from core.experiments import batch, input_length, output_length, prefix_cache
 from core.export import Record
 from core.report.words import Words
 
@@ -65,24 +64,24 @@ def _chart(title: str, values: list[dict[str, Any]], x: str, y: str, dash: str |
 def experiment_charts(experiment: str, runs: Sequence[ReportRun], t: Words) -> list[Spec]:
     """The charts of one experiment, every run on each."""
     charts: list[Spec | None] = []
-    if experiment == INPUT:
+    if experiment == input_length.ID:
         series = {"ttft_ms": t("input.series_ttft"), "prefill_ms": t("input.series_prefill")}
         charts.append(_chart(t("input.chart_title"), _points(runs, "prompt_tokens", series), t("input.x"),
                              t("input.y"), dash="series"))
-    elif experiment == OUTPUT:
+    elif experiment == output_length.ID:
         charts.append(_chart(t("output.chart_title"), _points(runs, "output_tokens", {"total_ms": "total"}),
                              t("output.x"), t("output.y")))
         charts.append(_chart(t("output.chart_per_token"), _points(runs, "output_tokens",
                                                                    {"ms_per_output_token": "per token"}),
                              t("output.x"), t("output.y")))
-    elif experiment == CACHE:
+    elif experiment == prefix_cache.ID:
         for rows_key, title, y in (("recomputed_tokens", t("report.chart_recomputed"), t("cache.y_tokens")),
                                    ("ttft_ms", t("cache.chart_ttft"), t("cache.y_ms"))):
             values = _points(runs, "round", {rows_key: rows_key}, extra=("strategy",))
             for value in values:
                 value["strategy"] = _strategy(t, value["strategy"])
             charts.append(_chart(title, values, t("cache.x"), y, dash="strategy", log_y=rows_key != "ttft_ms"))
-    elif experiment == BATCH:
+    elif experiment == batch.ID:
         series = {"aggregate_decode_tps": t("batch.series_decode"), "per_stream_decode_tps": t("batch.series_stream"),
                   "aggregate_prefill_tps": t("batch.series_prefill")}
         charts.append(_chart(t("batch.chart_throughput"), _points(runs, "concurrency", series), t("batch.x"),

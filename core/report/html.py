@@ -15,12 +15,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from core.experiments.batch import BATCH, BatchLevel
-from core.experiments.batch_summary import batch_verdict
-from core.experiments.rounds import CACHE, INPUT, OUTPUT
-from core.experiments.verdicts import cache_verdict, input_verdict, output_verdict
+from core.experiments import batch, input_length, output_length, prefix_cache
+from core.experiments.registry import EXPERIMENTS
 from core.export import Record
-from core.records import RoundResult
 from core.report.charts import experiment_charts
 from core.report.words import Words
 from core.store.db import SavedRun
@@ -28,9 +25,7 @@ from core.store.machine import machine_name
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 VENDORED = {"vega": "6.4.0", "vega-lite": "6.5.0", "vega-embed": "7.3.0"}  # npm packages, BSD-3-Clause
-ORDER = (INPUT, OUTPUT, CACHE, BATCH)
-TITLES = {INPUT: "input.title", OUTPUT: "output.title", CACHE: "cache.title", BATCH: "batch.title"}
-EXPLAINED = ("prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "reused_tokens", "prefill_source",
+EXPLAINED = ("prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "cached_tokens", "prefill_source",
              "decode_source", "usage_source")
 ReportEntry = tuple[SavedRun, Sequence[Record]]
 
@@ -61,23 +56,20 @@ def _script_json(value: Any) -> str:
 
 
 def _verdict(experiment: str, records: Sequence[Record], t: Words) -> tuple[bool | None, str]:
-    if experiment == BATCH:
-        levels = [r for r in records if isinstance(r, BatchLevel)]
-        shown, values = batch_verdict(levels)
+    """The registry's verdict on a run, in the page's sentence for it."""
+    spec = EXPERIMENTS.get(experiment)
+    if spec is None:
+        return None, ""
+    shown, values = spec.verdict(records)
+    if experiment == batch.ID:
         if shown is None:
             return None, t("batch.too_few")
         return shown, t("batch.shown" if shown else "batch.not_shown", **values)
-    rows = [r for r in records if isinstance(r, RoundResult)]
-    if experiment == INPUT:
-        shown, values = input_verdict(rows)
-        return shown, t("input.shown", **values) if shown else t("input.not_shown")
-    if experiment == OUTPUT:
-        shown, values = output_verdict(rows)
-        return shown, t("output.shown", **values) if shown else t("output.not_shown")
-    shown, values = cache_verdict(rows)
-    if not shown:
-        return False, t("cache.not_shown")
-    return True, t("cache.shown" if values.get("by") == "tokens" else "cache.shown_time", **values)
+    if experiment == prefix_cache.ID and shown:
+        return True, t("cache.shown" if values.get("by") == "tokens" else "cache.shown_time", **values)
+    if experiment in (input_length.ID, output_length.ID, prefix_cache.ID):
+        return bool(shown), t(f"{experiment}.shown", **values) if shown else t(f"{experiment}.not_shown")
+    return shown, ""
 
 
 def _records_table(records: Sequence[Record]) -> str:
@@ -116,15 +108,15 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
     columns = ("label", "experiment", "machine", "backend", "model", "date", "rounds", "status", "source")
     head = "".join(f"<th class='l'>{_e(t(f'report.col_{c}'))}</th>" for c in columns)
     rows = "".join(
-        f"<tr><td class='l'>{_e(s.label)}</td><td class='l'>{_e(t(TITLES.get(s.experiment, 'report.title')))}</td>"
+        f"<tr><td class='l'>{_e(s.label)}</td><td class='l'>{_e(t(f'{s.experiment}.title'))}</td>"
         f"<td class='l'>{_e(machine_name(s.machine))}</td><td class='l'>{_e(s.backend)}</td>"
         f"<td class='l'>{_e(s.model)}</td><td class='l'>{_e(_date(s.started_at))}</td><td>{len(records)}</td>"
         f"<td class='l'>{_e(status_word(t, s.status))}</td><td class='l'>{_e(t(f'runs.source_{s.source}'))}</td></tr>"
         for s, records in entries)
     parts.append(f"<table><tr>{head}</tr>{rows}</table>")
-    for experiment in [e for e in ORDER if any(s.experiment == e for s, _ in entries)]:
+    for experiment in [e for e in EXPERIMENTS if any(s.experiment == e for s, _ in entries)]:
         group = [(s, records) for s, records in entries if s.experiment == experiment]
-        parts.append(f"<h2>{_e(t(TITLES[experiment]))}</h2>")
+        parts.append(f"<h2>{_e(t(f'{experiment}.title'))}</h2>")
         for spec in experiment_charts(experiment, [(s.label, records) for s, records in group], t):
             chart_id = f"chart-{len(specs) + 1}"
             specs[chart_id] = spec

@@ -8,7 +8,8 @@ one run per experiment.
 
 An import reads the whole file before it writes anything: a file that is not an export, or a
 record it does not understand, is refused with the file's name, the line and what was expected.
-Nothing is guessed: a field this version does not know is refused, not dropped.
+Old spellings (``reused_tokens``, ``prefix_cache``: `core.records.renamed`) are migrated; nothing else
+is guessed: a field this version does not know is refused, not dropped.
 """
 
 from __future__ import annotations
@@ -20,17 +21,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from core.experiments.batch import BATCH, BatchLevel
-from core.experiments.rounds import CACHE, INPUT, OUTPUT
+from core.experiments.registry import EXPERIMENTS
 from core.experiments.runner import DONE
 from core.export import Record, to_json
-from core.records import RoundResult
+from core.records import renamed
 from core.store.codec import record_from_dict
 from core.store.db import CUT, ENDED, IMPORTED, REFERENCE, RunStore, SavedRun
 from core.store.machine import machine_name
 
 EXPORT_FORMAT = 1
-EXPERIMENTS = (INPUT, OUTPUT, CACHE, BATCH)
 REFERENCE_FILE = Path(__file__).resolve().parents[2] / "samples" / "chapter_mac_studio.json"
 REFERENCE_ID = "chapter-mac-studio"
 HINT = "Give a JSON file from the app's JSON download, `python -m core --json` or `python -m core runs export`."
@@ -149,19 +148,22 @@ def read_export(text: str, name: str) -> list[Incoming]:
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
         raise ImportRefused(f"{name}, line {_line(text, offsets['settings'])}: \"settings\" should be an object.")
+    settings = renamed(settings)
     by_experiment: dict[str, list[Record]] = {}
-    for key, cls in (("rounds", RoundResult), ("levels", BatchLevel)):
+    for key in dict.fromkeys(spec.records for spec in EXPERIMENTS.values()):  # "rounds", "levels"
         items = data.get(key) or []
         if not isinstance(items, list):
             raise ImportRefused(f"{name}, line {_line(text, offsets[key])}: \"{key}\" should be a list.")
         lines = [_line(text, at) for at in _elements(text, offsets[key], decoder)] if items else []
+        owners = [spec for spec in EXPERIMENTS.values() if spec.records == key]
         for index, (item, line) in enumerate(zip(items, lines, strict=True), start=1):
             where = f"{name}, line {line} ({key[:-1]} {index})"
-            _check_record(item, cls, where)
-            experiment = BATCH if cls is BatchLevel else item["experiment"]
-            if experiment not in EXPERIMENTS:
+            item = renamed(item) if isinstance(item, dict) else item
+            experiment = item.get("experiment") if isinstance(item, dict) and len(owners) > 1 else owners[0].id
+            if experiment not in EXPERIMENTS or EXPERIMENTS[experiment].records != key:
                 raise ImportRefused(f"{where}: unknown experiment {experiment!r}; expected one of "
-                                    f"{', '.join(EXPERIMENTS)}.")
+                                    f"{', '.join(spec.id for spec in owners)}.")
+            _check_record(item, EXPERIMENTS[experiment].record, where)
             by_experiment.setdefault(experiment, []).append(record_from_dict(experiment, item))
     if not by_experiment:
         raise ImportRefused(f"{name}, line 1: an export with no rounds or levels; nothing to import.")
@@ -197,9 +199,8 @@ def export_run(saved: SavedRun, records: Sequence[Record]) -> str:
            "machine": saved.machine, "machine_name": machine_name(saved.machine), "source": saved.source,
            "status": saved.status if saved.status in ENDED else CUT,  # a run still going exports as cut
            "started_at": saved.started_at, "finished_at": saved.finished_at, "summary": saved.summary}
-    if saved.experiment == BATCH:
-        return to_json(saved.settings, [], levels=records, run=run)
-    return to_json(saved.settings, records, run=run)
+    spec = EXPERIMENTS.get(saved.experiment)
+    return to_json(saved.settings, {spec.records if spec else "rounds": records}, run=run)
 
 
 def seed_reference(store: RunStore) -> None:

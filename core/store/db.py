@@ -31,7 +31,7 @@ from typing import Any
 from core.experiments.runner import DONE, FAILED, RUNNING, STOPPED
 from core.export import Record
 from core.secrets import redact
-from core.store.codec import record_from_dict
+from core.store.codec import compact, record_from_dict
 from core.store.machine import machine_info
 from core.store.schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -252,7 +252,8 @@ class RunStore:
 
     # -- writing --------------------------------------------------------------------------------
     def _text(self, run_id: str, value: Any) -> str:
-        return redact(json.dumps(value, ensure_ascii=False, default=str), *self._secrets.get(run_id, ()))
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+        return redact(text, *self._secrets.get(run_id, ()))
 
     def _write(self, sql: str, params: Sequence[Any]) -> bool:
         """One statement in its own transaction; a failure becomes `problem` (the session keeps its rows)."""
@@ -286,7 +287,7 @@ class RunStore:
     def add(self, run_id: str, record: Record, seq: int | None = None) -> None:
         """Write one round (or level) as it arrives: committed before the next request goes out."""
         self._write("INSERT INTO rounds (run_id, seq, record) VALUES (?, COALESCE(?, (SELECT COUNT(*) FROM rounds "
-                    "WHERE run_id = ?) + 1), ?)", (run_id, seq, run_id, self._text(run_id, record.to_dict())))
+                    "WHERE run_id = ?) + 1), ?)", (run_id, seq, run_id, self._text(run_id, compact(record))))
 
     def finish(self, run_id: str, status: str, summary: dict[str, Any] | None = None,
                finished_at: float | None = None) -> None:

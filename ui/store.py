@@ -33,6 +33,7 @@ from core.store import (
     SavedRun,
     default_location,
     import_export,
+    machine_info,
     machine_name,
     open_store,
 )
@@ -175,7 +176,9 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     store = run_store()
     views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]  # type: ignore[arg-type]
     ids = [c for c in chosen if not c.startswith("session:")]
-    labels = {r.id: r.label for r in runs}
+    here = machine_name(machine_info())
+    labels = {r.id: r.label if machine_name(r.machine) == here else f"{r.label} · {machine_name(r.machine)}"
+              for r in runs}  # another machine's run says which on the chart
     return ids, views + [RunView(labels[i], store.records(i)) for i in ids]  # type: ignore[arg-type]
 
 

@@ -213,6 +213,7 @@ class RunStore:
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # a deleted run (a visitor's, after a day) is overwritten
             cls._migrate(conn)
         except sqlite3.OperationalError as exc:
             text = str(exc)

@@ -16,11 +16,19 @@ from typing import Any
 from core.doctor import causes
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
-from core.doctor.rules import bill_round, rule_for
+from core.doctor.diagnostics import INCONCLUSIVE
+from core.doctor.rules import BillingRule, bill_round, rule_for
 from core.experiments.prompts import EstimatingTokenCounter, TokenCounter
 
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
 AGREE, PROVIDER_MISSED, PROVIDER_HIT_MORE = "agree", "provider_missed", "provider_hit_more"
+BEFORE_LOG = "before_log"  # round 1 read a cache written by requests before the log: nothing to predict from
+UNSEEN_TOKENS = "unseen_tokens"  # the provider counted far more than the body shows: not comparable
+UNSEEN_FACTOR = 1.5  # measured prompt tokens beyond this multiple of the estimate: tokens the body does not show
+MAX_CALIBRATION = 3.0  # a log counting more than this many times the default estimate hides tokens in every round
+# why a provider may read less although the prefix is intact (content/*.toml under [unexplained])
+GAP_OVER_LIFETIME, BELOW_MINIMUM, ROUTING_CHANGED, NOT_PROMISED = (
+    "gap_over_lifetime", "below_minimum", "routing_changed", "not_promised")
 
 
 @dataclass
@@ -43,7 +51,15 @@ class RoundFinding:
     predicted_cached_tokens: int | None = None
     measured_cached_tokens: int | None = None
     measured_prompt_tokens: int | None = None
-    verdict: str | None = None  # agree | provider_missed | provider_hit_more, where the log has usage
+    verdict: str | None = None  # agree | provider_missed | provider_hit_more | before_log | unseen_tokens
+    unseen_tokens: int | None = None  # prompt tokens the provider counted that the body does not show
+    gap_seconds: float | None = None  # time since the previous round, where the log has timestamps
+    lifetime_seconds: int | None = None  # the provider's cache lifetime that applies to this round
+    unexplained: list[str] = field(default_factory=list)  # what could explain a miss the payload cannot show
+    provider_reason: str | None = None  # the provider's own diagnostics: its reason, as it names it
+    provider_section: str | None = None  # ... the part of the request it names (model, system, tools, ...)
+    provider_missed_tokens: int | None = None
+    diagnosis_agrees: bool | None = None  # the doctor's cause names the same part (None: nothing to compare)
     old_snippet: str = ""
     new_snippet: str = ""
 
@@ -82,12 +98,19 @@ def snippet(text: str, position: int, radius: int = 60) -> str:
 
 
 def _calibrated(transcript: Transcript, rendered: list[Rendered]) -> TokenCounter:
-    """An estimate corrected by the prompt tokens the providers reported, where the log has them."""
+    """An estimate corrected by the prompt tokens the providers reported. Rounds whose count is far from the
+    log's usual ratio (web search results, images or files counted server-side) are left out, and a log
+    whose every round counts several times what its text could hold is not calibrated from at all."""
     counter = EstimatingTokenCounter()
-    pairs = [(len(r.text), round_.measured.prompt_tokens) for r, round_ in zip(rendered, transcript.rounds, strict=True)
+    pairs = [(len(r.text), round_.measured.prompt_tokens / max(counter.count(r.text), 1), round_.measured.prompt_tokens)
+             for r, round_ in zip(rendered, transcript.rounds, strict=True)
              if round_.measured and round_.measured.prompt_tokens]
-    if pairs:
-        counter.observe(sum(c for c, _ in pairs), sum(t for _, t in pairs))
+    if not pairs:
+        return counter
+    usual = sorted(ratio for _, ratio, _ in pairs)[len(pairs) // 2]
+    plain = [(chars, tokens) for chars, ratio, tokens in pairs if usual / UNSEEN_FACTOR <= ratio <= usual * UNSEEN_FACTOR]
+    if usual <= MAX_CALIBRATION:
+        counter.observe(sum(c for c, _ in plain), sum(t for _, t in plain))
     return counter
 
 
@@ -99,12 +122,29 @@ def verdict(predicted: int, measured: int, prompt_tokens: int) -> str:
     return PROVIDER_MISSED if measured < predicted else PROVIDER_HIT_MORE
 
 
+def doctor_section(finding: RoundFinding, round_: Round) -> str:
+    """The part of the request the doctor's cause names, in the providers' diagnostics' terms."""
+    if not finding.breaks_cache:
+        return "none"
+    if finding.cause == causes.MODEL_CHANGED:
+        return "model"
+    if finding.field == "params":
+        return "params"
+    if finding.field == "tools" or finding.message_index is None:
+        return "tools"
+    first = round_.messages[finding.message_index] if finding.message_index < len(round_.messages) else None
+    return "system" if finding.message_index == 0 and first is not None and first.role in causes.SYSTEM_ROLES \
+        else "messages"
+
+
 def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round: Round,
              counter: TokenCounter) -> tuple[int, bool, str, Any]:
     """Common prefix (characters), whether the round breaks, the cause, and the span of the first difference."""
     common = causes.common_prefix_length(previous.text, current.text)
     if cur_round.server_history:
         return common, False, causes.SERVER_HISTORY, None
+    if prev_round.format != cur_round.format:  # a mixed log: two formats are never one cache
+        return common, False, causes.FORMAT_CHANGED, None
     if common >= len(previous.text):
         return common, False, causes.NONE, None
     span_prev, span_cur = previous.locate(common), current.locate(common)
@@ -116,6 +156,8 @@ def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round
     if (in_last or whole_prompts) and counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS:
         return common, False, causes.END_OF_PROMPT, span_cur or span_prev
     cause = causes.classify(prev_round, cur_round, previous, current, span_prev, span_cur)
+    if cause == causes.THINKING_STRIPPED and rule_for(cur_round).drops_earlier_thinking(cur_round.model):
+        return common, False, causes.THINKING_DROPPED_BY_PROVIDER, span_cur or span_prev
     return common, True, cause, span_cur or span_prev
 
 
@@ -148,10 +190,69 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         findings.append(finding)
         rule = rule_for(cur_round)
         finding.provider = rule.name
-        finding.predicted_cached_tokens = bill_round(rule, analysis, index).cached
+        billed = bill_round(rule, analysis, index)
+        finding.predicted_cached_tokens = billed.cached
+        previous_time = transcript.rounds[index - 1].time if index else None
+        if cur_round.time and previous_time:
+            finding.gap_seconds = (cur_round.time - previous_time).total_seconds()
+        finding.lifetime_seconds = rule.lifetime(_retention(transcript.rounds[index - 1], billed.ttl) if index else None)
         if cur_round.measured is not None:
-            finding.measured_cached_tokens = cur_round.measured.cached_tokens
-            finding.measured_prompt_tokens = cur_round.measured.prompt_tokens
-            finding.verdict = verdict(finding.predicted_cached_tokens, cur_round.measured.cached_tokens,
-                                      cur_round.measured.prompt_tokens or tokens)
+            _judge(finding, cur_round, rule, analysis, index)
+        if cur_round.diagnosis is not None:
+            finding.provider_reason = cur_round.diagnosis.reason
+            finding.provider_section = cur_round.diagnosis.section
+            finding.provider_missed_tokens = cur_round.diagnosis.missed_tokens
+            if cur_round.diagnosis.section != INCONCLUSIVE and index:
+                finding.diagnosis_agrees = cur_round.diagnosis.section == doctor_section(finding, cur_round)
     return analysis
+
+
+def _retention(previous: Round, ttl: str) -> str | None:
+    """The cache lifetime option the previous round asked for: OpenAI's prompt_cache_retention, else the
+    Anthropic TTL of its breakpoints."""
+    retention = previous.routing.get("prompt_cache_retention")
+    return str(retention) if retention else ttl
+
+
+def _judge(finding: RoundFinding, round_: Round, rule: BillingRule, analysis: Analysis, index: int) -> None:
+    """The provider's measured hit beside the prediction, the prediction scaled to the prompt tokens the
+    provider reported; and where the provider read less although the prefix is intact, what could explain it."""
+    measured = round_.measured
+    assert measured is not None
+    finding.measured_cached_tokens = measured.cached_tokens
+    finding.measured_prompt_tokens = measured.prompt_tokens
+    reported = measured.prompt_tokens or finding.prompt_tokens
+    estimate = finding.prompt_tokens
+    if reported > UNSEEN_FACTOR * estimate and reported - estimate > 128:
+        finding.unseen_tokens = reported - estimate
+        finding.verdict = UNSEEN_TOKENS
+        return
+    scale = reported / estimate if estimate else 1.0
+    predicted = finding.predicted_cached_tokens or 0
+    if scale != 1.0 and predicted:  # the same cut, in the provider's tokens
+        prefix = round(finding.common_prefix_tokens * scale) if rule.kind == "steps" else round(predicted * scale)
+        predicted = rule.cached(prefix, reported, round_.model) if rule.kind == "steps" else min(prefix, reported)
+        finding.predicted_cached_tokens = predicted
+    if index == 0 and measured.cached_tokens > predicted:
+        finding.verdict = BEFORE_LOG
+        return
+    finding.verdict = verdict(predicted, measured.cached_tokens, reported)
+    if finding.verdict == PROVIDER_MISSED and not finding.breaks_cache:
+        finding.unexplained = _unexplained(finding, round_, analysis.rounds[index - 1] if index else None, rule,
+                                           reported)
+
+
+def _unexplained(finding: RoundFinding, round_: Round, previous: Round | None, rule: BillingRule,
+                 reported: int) -> list[str]:
+    """What the payload cannot show that could explain a smaller hit: the cache's lifetime running out
+    between the rounds, a prompt below the model's minimum, a different cache key or user (another machine)."""
+    reasons = []
+    if finding.gap_seconds is not None and finding.lifetime_seconds is not None \
+            and finding.gap_seconds > finding.lifetime_seconds:
+        reasons.append(GAP_OVER_LIFETIME)
+    if reported < rule.minimum_for(round_.model):
+        reasons.append(BELOW_MINIMUM)
+    if previous is not None and any(previous.routing.get(k) != round_.routing.get(k)
+                                    for k in ("prompt_cache_key", "user", "safety_identifier", "metadata.user_id")):
+        reasons.append(ROUTING_CHANGED)
+    return reasons or [NOT_PROMISED]

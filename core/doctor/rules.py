@@ -7,9 +7,10 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.doctor.causes import common_prefix_length
-from core.doctor.model import Round
+from core.doctor.model import CHAT, RESPONSES, Round
 from core.doctor.render import Rendered
 
 RULES_FILE = Path(__file__).with_name("rules.toml")
@@ -34,11 +35,32 @@ class BillingRule:
     write_1h_multiplier: float = 1.0
     max_breakpoints: int = 0
     lookback_blocks: int = 0
+    hosts: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    lifetimes: dict[str, int] = field(default_factory=dict)  # seconds an unused prefix is kept, per option
+    lifetime_source: str = ""
+    thinking: dict[str, str] = field(default_factory=dict)  # model family -> "dropped" | "kept"
+
+    def _family(self, table: dict[str, Any], model: str | None) -> Any:
+        matches = [key for key in table if key == "" or model and key in model]
+        return table[max(matches, key=len)] if matches else None
+
+    def drops_earlier_thinking(self, model: str | None) -> bool:
+        """Whether this provider drops earlier turns' thinking itself for ``model`` (then a client that drops
+        it loses no cached prefix); unknown families are assumed to keep it, the case where it costs."""
+        return self._family(self.thinking, model) == "dropped"
+
+    def lifetime(self, ttl: str | None = None) -> int | None:
+        """Seconds an unused cached prefix lives: for ``ttl`` (an Anthropic TTL, an OpenAI retention), else
+        the shortest option; None where the provider publishes none."""
+        if ttl and ttl in self.lifetimes:
+            return self.lifetimes[ttl]
+        return min(self.lifetimes.values()) if self.lifetimes else None
 
     def minimum_for(self, model: str | None) -> int:
         """The longest model-family key contained in ``model`` decides; else the rule's minimum."""
-        matches = [key for key in self.minimum_by_model if model and key in model]
-        return self.minimum_by_model[max(matches, key=len)] if matches else self.minimum
+        found = self._family(self.minimum_by_model, model)
+        return int(found) if found is not None else self.minimum
 
     def cached(self, common_prefix_tokens: int, prompt_tokens: int, model: str | None = None) -> int:
         minimum = self.minimum_for(model)
@@ -60,22 +82,39 @@ def load_rules(path: Path = RULES_FILE) -> dict[str, BillingRule]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     rules = {}
     for item in data["rule"]:
-        item = {**item, "formats": tuple(item.get("formats", ())),
-                "minimum_by_model": dict(item.get("minimum_by_model", {}))}
+        item = {**item, "formats": tuple(item.get("formats", ())), "hosts": tuple(item.get("hosts", ())),
+                "models": tuple(item.get("models", ())), "minimum_by_model": dict(item.get("minimum_by_model", {})),
+                "lifetimes": dict(item.get("lifetimes", {})), "thinking": dict(item.get("thinking", {}))}
         rules[item["name"]] = BillingRule(**item)
     return rules
 
 
 BILLING_RULES = load_rules()
-SOURCE_RULES = {rule.usage_field: name for name, rule in BILLING_RULES.items()}
+SOURCE_RULES = {rule.usage_field: name for name, rule in BILLING_RULES.items() if rule.usage_field}
+OTHER_SERVER = "OpenAI-compatible"
+
+
+def _host(endpoint: str) -> str:
+    return urlsplit(endpoint).hostname or "" if "://" in endpoint else ""
 
 
 def rule_for(round_: Round) -> BillingRule:
-    """The provider a round was most likely sent to: from the usage field it reported, its model, its format."""
+    """The provider a round was most likely sent to: the host of its endpoint, else its model, else the usage
+    field it reported, else its format. A URL whose host no rule names is another OpenAI-compatible server,
+    whose minimum is unknown (not OpenAI's)."""
+    host = _host(round_.endpoint)
+    if host:
+        named = [r for r in BILLING_RULES.values() if any(host == h or host.endswith("." + h) for h in r.hosts)]
+        if named:
+            return named[0]
+    model = (round_.model or "").lower().rsplit("/", 1)[-1]
+    by_model = [r for r in BILLING_RULES.values() if any(model.startswith(m) for m in r.models)]
+    if by_model and not host:
+        return by_model[0]
+    if host and round_.format in (CHAT, RESPONSES):
+        return BILLING_RULES[OTHER_SERVER]
     if round_.measured and round_.measured.source in SOURCE_RULES:
         return BILLING_RULES[SOURCE_RULES[round_.measured.source]]
-    if round_.model and "deepseek" in round_.model.lower():
-        return BILLING_RULES["DeepSeek"]
     return next((r for r in BILLING_RULES.values() if round_.format in r.formats), BILLING_RULES["OpenAI"])
 
 

@@ -9,14 +9,15 @@ same tolerance.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.doctor import causes
+from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
-from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.rules import BillingRule, bill_round, rule_for
 from core.experiments.prompts import EstimatingTokenCounter, TokenCounter
 
@@ -55,7 +56,7 @@ class RoundFinding:
     unseen_tokens: int | None = None  # prompt tokens the provider counted that the body does not show
     gap_seconds: float | None = None  # time since the previous round, where the log has timestamps
     lifetime_seconds: int | None = None  # the provider's cache lifetime that applies to this round
-    unexplained: list[str] = field(default_factory=list)  # what could explain a miss the payload cannot show
+    unexplained: list[str] = dataclasses.field(default_factory=list)  # what could explain a miss not in the body
     provider_reason: str | None = None  # the provider's own diagnostics: its reason, as it names it
     provider_section: str | None = None  # ... the part of the request it names (model, system, tools, ...)
     provider_missed_tokens: int | None = None
@@ -108,7 +109,8 @@ def _calibrated(transcript: Transcript, rendered: list[Rendered]) -> TokenCounte
     if not pairs:
         return counter
     usual = sorted(ratio for _, ratio, _ in pairs)[len(pairs) // 2]
-    plain = [(chars, tokens) for chars, ratio, tokens in pairs if usual / UNSEEN_FACTOR <= ratio <= usual * UNSEEN_FACTOR]
+    plain = [(chars, tokens) for chars, ratio, tokens in pairs
+             if usual / UNSEEN_FACTOR <= ratio <= usual * UNSEEN_FACTOR]
     if usual <= MAX_CALIBRATION:
         counter.observe(sum(c for c, _ in plain), sum(t for _, t in plain))
     return counter
@@ -195,7 +197,8 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         previous_time = transcript.rounds[index - 1].time if index else None
         if cur_round.time and previous_time:
             finding.gap_seconds = (cur_round.time - previous_time).total_seconds()
-        finding.lifetime_seconds = rule.lifetime(_retention(transcript.rounds[index - 1], billed.ttl) if index else None)
+        retention = _retention(transcript.rounds[index - 1], billed.ttl) if index else None
+        finding.lifetime_seconds = rule.lifetime(retention)
         if cur_round.measured is not None:
             _judge(finding, cur_round, rule, analysis, index)
         if cur_round.diagnosis is not None:

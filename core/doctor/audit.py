@@ -7,6 +7,7 @@ from typing import Any
 
 from core.doctor.analysis import Analysis
 from core.doctor.causes import RANDOM_ID_PATTERN, TIMESTAMP_PATTERN
+from core.doctor.formats import STAND_IN
 from core.doctor.model import ANTHROPIC
 from core.doctor.rules import BILLING_RULES, BillingRule
 
@@ -33,7 +34,9 @@ class AuditItem:
 
 
 def _dynamic(text: str) -> bool:
-    body = text.split("\n", 1)[1] if text.startswith("[model ") else text
+    """A timestamp or id in the cached prefix; the doctor's own stand-ins for images and files (a digest of
+    their bytes, or of a stable file id) are not content that changes, so they are left out."""
+    body = STAND_IN.sub("", text.split("\n", 1)[1] if text.startswith("[model ") else text)
     return bool(TIMESTAMP_PATTERN.search(body) or RANDOM_ID_PATTERN.search(body))
 
 

@@ -36,6 +36,9 @@ def _ttl(part: Any) -> str | None:
     return str(control.get("ttl", "5m")) if isinstance(control, dict) else None
 
 
+STAND_IN = re.compile(r"<(?:image|file) [^<>]*>")  # what `_media` writes for an image or a file
+
+
 def _media(kind: str, source: Any) -> str:
     """An image or file as a stable token: its type and a digest of its bytes or URL (a re-encoding shows)."""
     if isinstance(source, str):
@@ -131,7 +134,7 @@ def _evidence(body: dict[str, Any], endpoint: str) -> str | None:
             return fmt
     if any(key in body for key in ANTHROPIC_ONLY_KEYS):
         return ANTHROPIC
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    tools: list[Any] = body["tools"] if isinstance(body.get("tools"), list) else []
     if any(isinstance(t, dict) and ("input_schema" in t or SERVER_TOOL_TYPE.match(str(t.get("type", ""))))
            for t in tools):
         return ANTHROPIC

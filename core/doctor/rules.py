@@ -48,7 +48,7 @@ class BillingRule:
     def drops_earlier_thinking(self, model: str | None) -> bool:
         """Whether this provider drops earlier turns' thinking itself for ``model`` (then a client that drops
         it loses no cached prefix); unknown families are assumed to keep it, the case where it costs."""
-        return self._family(self.thinking, model) == "dropped"
+        return bool(self._family(self.thinking, model) == "dropped")
 
     def lifetime(self, ttl: str | None = None) -> int | None:
         """Seconds an unused cached prefix lives: for ``ttl`` (an Anthropic TTL, an OpenAI retention), else

@@ -22,12 +22,8 @@ INCONCLUSIVE = "inconclusive"
 NO_CHANGE = "none"
 
 
-def _sections() -> dict[str, dict[str, str]]:
-    data = tomllib.loads(RULES_FILE.read_text(encoding="utf-8"))
-    return {name: dict(entry["sections"]) for name, entry in data["diagnostics"].items()}
-
-
-SECTIONS = _sections()
+DIAGNOSTICS: dict[str, dict[str, Any]] = tomllib.loads(RULES_FILE.read_text(encoding="utf-8"))["diagnostics"]
+SECTIONS = {name: dict(entry["sections"]) for name, entry in DIAGNOSTICS.items()}
 
 
 def _section(provider: str, reason: str) -> str:

@@ -60,4 +60,4 @@ def timeline_chart(findings: Sequence[dict], t: Texts) -> alt.LayerChart:
     lines = pd.DataFrame({"seconds": lifetimes, "label": [t("timeline.lifetime")] * len(lifetimes)})
     rule = alt.Chart(lines).mark_rule(color=CACHE_HIT, strokeDash=[5, 4], size=2).encode(
         y="seconds:Q", tooltip=["label", "seconds"])
-    return alt.layer(bars, rule, title=t("timeline.title"), height=240)
+    return alt.LayerChart(layer=[bars, rule], title=t("timeline.title"), height=240)

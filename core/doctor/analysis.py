@@ -26,6 +26,7 @@ AGREE, PROVIDER_MISSED, PROVIDER_HIT_MORE = "agree", "provider_missed", "provide
 BEFORE_LOG = "before_log"  # round 1 read a cache written by requests before the log: nothing to predict from
 UNSEEN_TOKENS = "unseen_tokens"  # the provider counted far more than the body shows: not comparable
 UNSEEN_FACTOR = 1.5  # measured prompt tokens beyond this multiple of the estimate: tokens the body does not show
+PARENT_LOOKBACK = 16  # earlier rounds a round may continue (an interleaved log of several agents)
 MAX_CALIBRATION = 3.0  # a log counting more than this many times the default estimate hides tokens in every round
 # why a provider may read less although the prefix is intact (content/*.toml under [unexplained])
 GAP_OVER_LIFETIME, BELOW_MINIMUM, ROUTING_CHANGED, NOT_PROMISED = (
@@ -54,7 +55,8 @@ class RoundFinding:
     measured_prompt_tokens: int | None = None
     verdict: str | None = None  # agree | provider_missed | provider_hit_more | before_log | unseen_tokens
     unseen_tokens: int | None = None  # prompt tokens the provider counted that the body does not show
-    gap_seconds: float | None = None  # time since the previous round, where the log has timestamps
+    compared_with: int | None = None  # the earlier round it continues (the one sharing the longest prefix)
+    gap_seconds: float | None = None  # time since that round, where the log has timestamps
     lifetime_seconds: int | None = None  # the provider's cache lifetime that applies to this round
     unexplained: list[str] = dataclasses.field(default_factory=list)  # what could explain a miss not in the body
     provider_reason: str | None = None  # the provider's own diagnostics: its reason, as it names it
@@ -77,6 +79,7 @@ class Analysis:
     rendered: list[Rendered] = field(default_factory=list)
     counter: Any = None
     notes: list[str] = field(default_factory=list)
+    parents: list[int | None] = field(default_factory=list)  # per round, the index of the round it continues
 
     @property
     def first_break(self) -> RoundFinding | None:
@@ -164,7 +167,8 @@ def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round
 
 
 def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend: Any = None) -> Analysis:
-    """Compare each round with the one before; one finding per round (round 1 has nothing before it)."""
+    """Compare each round with the earlier round it continues (`_parent`: usually the one before); one finding
+    per round (round 1 has nothing before it)."""
     rendered = [render_with_template(r, backend) if backend is not None and can_use_template(r) else serialize(r)
                 for r in transcript.rounds]
     counter = counter or _calibrated(transcript, rendered)
@@ -176,12 +180,16 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         tokens = counter.count(current.text)
         finding = RoundFinding(index + 1, False, causes.NONE, None, None, None, 0, 0, tokens, tokens, tokens, 0.0,
                                counter.exact, cur_round.format)
-        if index:
-            previous, prev_round = rendered[index - 1], transcript.rounds[index - 1]
+        parent = _parent(rendered, index)
+        analysis.parents.append(parent)
+        if parent is not None:
+            previous, prev_round = rendered[parent], transcript.rounds[parent]
             common, breaks, cause, span = _compare(previous, current, prev_round, cur_round, counter)
+            if breaks and _unrelated(prev_round, cur_round, span):
+                breaks, cause = False, causes.NEW_CONVERSATION
             common_tokens = min(counter.count(current.text[:common]), tokens) if common else 0
             last = cur_round.messages[-1].text() if cur_round.messages else ""
-            append_only = max(tokens - findings[-1].prompt_tokens, counter.count(last))
+            append_only = max(tokens - findings[parent].prompt_tokens, counter.count(last))
             diff = common if span is not None else None
             finding = RoundFinding(
                 index + 1, breaks, cause, span.message_index if span else None, span.field if span else None, diff,
@@ -190,14 +198,15 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
                 old_snippet=snippet(previous.text, diff) if diff is not None else "",
                 new_snippet=snippet(current.text, diff) if diff is not None else "")
         findings.append(finding)
+        finding.compared_with = parent + 1 if parent is not None else None
         rule = rule_for(cur_round)
         finding.provider = rule.name
         billed = bill_round(rule, analysis, index)
         finding.predicted_cached_tokens = billed.cached
-        previous_time = transcript.rounds[index - 1].time if index else None
+        previous_time = transcript.rounds[parent].time if parent is not None else None
         if cur_round.time and previous_time:
             finding.gap_seconds = (cur_round.time - previous_time).total_seconds()
-        retention = _retention(transcript.rounds[index - 1], billed.ttl) if index else None
+        retention = _retention(transcript.rounds[parent], billed.ttl) if parent is not None else None
         finding.lifetime_seconds = rule.lifetime(retention)
         if cur_round.measured is not None:
             _judge(finding, cur_round, rule, analysis, index)
@@ -208,6 +217,32 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
             if cur_round.diagnosis.section != INCONCLUSIVE and index:
                 finding.diagnosis_agrees = cur_round.diagnosis.section == doctor_section(finding, cur_round)
     return analysis
+
+
+def _parent(rendered: list[Rendered], index: int) -> int | None:
+    """The earlier round this one continues: of the last `PARENT_LOOKBACK`, the one sharing the longest
+    prefix with it (the latest of equals). A log of several agents interleaves their conversations, and a
+    provider keeps each one's cache: the round before in the log is not always the one that matters."""
+    if not index:
+        return None
+    current = rendered[index].text
+    candidates = range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1)
+    return max(candidates, key=lambda j: (causes.common_prefix_length(rendered[j].text, current), j))
+
+
+def _unrelated(parent: Round, current: Round, span: Any) -> bool:
+    """Another agent's or task's request, not a continuation: the two differ at or before the current
+    round's first message after the system prompt, and share no message after it. Its cache is its own
+    (what it shares, such as the system prompt, is still read): no break. Rounds given as whole prompts
+    (one message each) are one conversation by construction."""
+    if len(parent.messages) == 1 and len(current.messages) == 1:
+        return False
+    first = next((i for i, m in enumerate(current.messages) if m.role not in causes.SYSTEM_ROLES),
+                 len(current.messages))
+    if span is not None and span.message_index is not None and span.message_index > first:
+        return False
+    keys = {m.key() for m in parent.messages if m.role not in causes.SYSTEM_ROLES}
+    return not keys & {m.key() for m in current.messages if m.role not in causes.SYSTEM_ROLES}
 
 
 def _retention(previous: Round, ttl: str) -> str | None:
@@ -241,8 +276,9 @@ def _judge(finding: RoundFinding, round_: Round, rule: BillingRule, analysis: An
         return
     finding.verdict = verdict(predicted, measured.cached_tokens, reported)
     if finding.verdict == PROVIDER_MISSED and not finding.breaks_cache:
-        finding.unexplained = _unexplained(finding, round_, analysis.rounds[index - 1] if index else None, rule,
-                                           reported)
+        parent = analysis.parents[index]
+        finding.unexplained = _unexplained(finding, round_, analysis.rounds[parent] if parent is not None else None,
+                                           rule, reported)
 
 
 def _unexplained(finding: RoundFinding, round_: Round, previous: Round | None, rule: BillingRule,

@@ -53,7 +53,8 @@ def audit(analysis: Analysis, rule: BillingRule = BILLING_RULES["Anthropic"]) ->
             continue
         if len(rendered.breakpoints) > rule.max_breakpoints:
             items.append(AuditItem(number, "request", finding.prompt_tokens, "", [TOO_MANY]))
-        previous = analysis.rendered[index - 1] if index else None
+        parent = analysis.parents[index] if index < len(analysis.parents) else None
+        previous = analysis.rendered[parent] if parent is not None else None
         if previous is not None and previous.breakpoints:
             last_before = max(b.blocks for b in previous.breakpoints)
             later = [b.blocks - last_before for b in rendered.breakpoints if b.blocks >= last_before]

@@ -24,6 +24,7 @@ HISTORY_EDITED = "history_edited"
 SYSTEM_PROMPT_CHANGED = "system_prompt_changed"
 SERVER_HISTORY = "server_history"
 END_OF_PROMPT = "end_of_prompt"
+NEW_CONVERSATION = "new_conversation"  # another agent's or task's request: its own cache, not a break
 FORMAT_CHANGED = "format_changed"  # the log switches format between two rounds: a mix, not a cache break
 THINKING_DROPPED_BY_PROVIDER = "thinking_dropped_by_provider"  # the provider drops earlier thinking itself
 OTHER = "other"

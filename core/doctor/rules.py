@@ -145,13 +145,17 @@ def _deepseek_units(rendered: list[Rendered], rounds: list[Round], index: int) -
 
 
 def _anthropic(rule: BillingRule, previous: Rendered, current: Rendered, common: int) -> tuple[int, int, str]:
-    """Characters read from the cache and characters written: a read is the previous round's breakpoint
-    inside the common prefix and within the lookback of one of this round's breakpoints."""
+    """Characters read from the cache and characters written. A read ends at a block boundary of this round
+    inside the common prefix and inside an entry the previous round wrote (at or before one of its
+    breakpoints), within the lookback of one of this round's breakpoints: the provider looks for hits at
+    earlier block boundaries, and a logged Anthropic response (tests/data/doctor/cassettes, crewAI) reads
+    the system prompt of an entry written at a later breakpoint."""
+    written_to = max((b.end for b in previous.breakpoints), default=0)
     read = 0
-    for earlier in previous.breakpoints:
-        if earlier.end <= common and any(0 <= b.blocks - earlier.blocks <= rule.lookback_blocks and b.end >= earlier.end
-                                         for b in current.breakpoints):
-            read = max(read, earlier.end)
+    for number, end in enumerate(current.block_ends, start=1):
+        if end <= min(common, written_to) and any(0 <= b.blocks - number <= rule.lookback_blocks and b.end >= end
+                                                  for b in current.breakpoints):
+            read = max(read, end)
     last = max(current.breakpoints, key=lambda b: b.end, default=None)
     if last is None:
         return 0, 0, "5m"
@@ -167,7 +171,8 @@ def bill_round(rule: BillingRule, analysis: Any, index: int) -> Billed:
         chars = _deepseek_units(analysis.rendered, analysis.rounds, index)
         return Billed(min(count(text[:chars]), finding.prompt_tokens) if chars else 0)
     if rule.kind == "breakpoints":
-        previous = analysis.rendered[index - 1] if index else Rendered("", [], "")
+        parent = analysis.parents[index] if index < len(analysis.parents) else None
+        previous = analysis.rendered[parent] if parent is not None else Rendered("", [], "")
         read, written, ttl = _anthropic(rule, previous, analysis.rendered[index], finding.common_prefix_chars)
         read_tokens = count(text[:read]) if read else 0
         written_tokens = count(text[read:read + written]) if written else 0

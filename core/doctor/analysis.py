@@ -111,7 +111,7 @@ def _calibrated(transcript: Transcript, rendered: list[Rendered]) -> TokenCounte
              if round_.measured and round_.measured.prompt_tokens]
     if not pairs:
         return counter
-    usual = sorted(ratio for _, ratio, _ in pairs)[len(pairs) // 2]
+    usual = sorted(ratio for _, ratio, _ in pairs)[(len(pairs) - 1) // 2]  # the lower median: extras only add
     plain = [(chars, tokens) for chars, ratio, tokens in pairs
              if usual / UNSEEN_FACTOR <= ratio <= usual * UNSEEN_FACTOR]
     if usual <= MAX_CALIBRATION:

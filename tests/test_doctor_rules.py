@@ -86,9 +86,11 @@ def test_the_estimate_is_scaled_by_the_prompt_tokens_each_round_reports():
                                                  {"role": "user", "content": "Again."}]}
     estimate = analyse(one, two).findings[1].prompt_tokens
     reported = int(estimate * 1.3)  # an image or a file the body shows only as its digest
-    lines = [{"request": one, "response": {"usage": {"prompt_tokens": reported - 20, "prompt_tokens_details": {
-        "cached_tokens": 0}}}}, {"request": two, "response": {"usage": {"prompt_tokens": reported, "prompt_tokens_details":
-                                                                        {"cached_tokens": reported - 128}}}}]
+    def usage(prompt: int, cached: int) -> dict:
+        return {"usage": {"prompt_tokens": prompt, "prompt_tokens_details": {"cached_tokens": cached}}}
+
+    lines = [{"request": one, "response": usage(reported - 20, 0)},
+             {"request": two, "response": usage(reported, reported - 128)}]
     finding = analyse(*lines).findings[1]
     assert finding.verdict == doctor.AGREE and finding.predicted_cached_tokens > estimate
     lines[1]["response"]["usage"]["prompt_tokens"] = 3 * estimate  # web search results counted server-side

@@ -27,7 +27,7 @@ SECTIONS = {name: dict(entry["sections"]) for name, entry in DIAGNOSTICS.items()
 
 
 def _section(provider: str, reason: str) -> str:
-    return SECTIONS[provider].get(reason, INCONCLUSIVE)
+    return str(SECTIONS[provider].get(reason, INCONCLUSIVE))
 
 
 def provider_diagnosis(response: Any) -> ProviderDiagnosis | None:

@@ -180,13 +180,20 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         tokens = counter.count(current.text)
         finding = RoundFinding(index + 1, False, causes.NONE, None, None, None, 0, 0, tokens, tokens, tokens, 0.0,
                                counter.exact, cur_round.format)
-        parent = _parent(rendered, index)
+        parent = index - 1 if index else None
+        if parent is not None:
+            common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent], cur_round,
+                                                   counter)
+            better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
+            if better != parent:
+                parent = better
+                common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent],
+                                                       cur_round, counter)
+            previous, prev_round = rendered[parent], transcript.rounds[parent]
+            if breaks and _unrelated(prev_round, cur_round, previous, current, span):
+                breaks, cause = False, causes.NEW_CONVERSATION
         analysis.parents.append(parent)
         if parent is not None:
-            previous, prev_round = rendered[parent], transcript.rounds[parent]
-            common, breaks, cause, span = _compare(previous, current, prev_round, cur_round, counter)
-            if breaks and _unrelated(prev_round, cur_round, span):
-                breaks, cause = False, causes.NEW_CONVERSATION
             common_tokens = min(counter.count(current.text[:common]), tokens) if common else 0
             last = cur_round.messages[-1].text() if cur_round.messages else ""
             append_only = max(tokens - findings[parent].prompt_tokens, counter.count(last))
@@ -219,30 +226,44 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
     return analysis
 
 
-def _parent(rendered: list[Rendered], index: int) -> int | None:
-    """The earlier round this one continues: of the last `PARENT_LOOKBACK`, the one sharing the longest
-    prefix with it (the latest of equals). A log of several agents interleaves their conversations, and a
-    provider keeps each one's cache: the round before in the log is not always the one that matters."""
-    if not index:
-        return None
+def _parent(rendered: list[Rendered], index: int) -> int:
+    """Among the last `PARENT_LOOKBACK` rounds before round ``index`` (from 1), the one sharing the longest
+    prefix with it (the latest of equals): a log of several agents interleaves their conversations, and a
+    provider keeps each one's cache, so the round before in the log is not always the one that matters."""
     current = rendered[index].text
     candidates = range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1)
     return max(candidates, key=lambda j: (causes.common_prefix_length(rendered[j].text, current), j))
 
 
-def _unrelated(parent: Round, current: Round, span: Any) -> bool:
-    """Another agent's or task's request, not a continuation: the two differ at or before the current
-    round's first message after the system prompt, and share no message after it. Its cache is its own
-    (what it shares, such as the system prompt, is still read): no break. Rounds given as whole prompts
+def _head(rendered: Rendered, round_: Round) -> str:
+    """The text before the round's first message after the system prompt: model, tools, system prompt."""
+    first = next((i for i, m in enumerate(round_.messages) if m.role not in causes.SYSTEM_ROLES), None)
+    starts = rendered.message_starts
+    return rendered.text[:starts[first]] if first is not None and first < len(starts) else rendered.text
+
+
+def _unrelated(parent: Round, current: Round, old: Rendered, new: Rendered, span: Any) -> bool:
+    """Another agent's or task's request, not a continuation: the two share no message after the system
+    prompt, and differ either in that first message itself or in a head (model, tools, system prompt)
+    that is not the same one edited (less than half of it shared at its start and end). Its cache is its
+    own (what it shares, such as the system prompt, is still read): no break. Rounds given as whole prompts
     (one message each) are one conversation by construction."""
     if len(parent.messages) == 1 and len(current.messages) == 1:
         return False
+    keys = {m.key() for m in parent.messages if m.role not in causes.SYSTEM_ROLES}
+    if keys & {m.key() for m in current.messages if m.role not in causes.SYSTEM_ROLES}:
+        return False
     first = next((i for i, m in enumerate(current.messages) if m.role not in causes.SYSTEM_ROLES),
                  len(current.messages))
-    if span is not None and span.message_index is not None and span.message_index > first:
+    at = span.message_index if span is not None else None
+    if at is not None and at > first:
         return False
-    keys = {m.key() for m in parent.messages if m.role not in causes.SYSTEM_ROLES}
-    return not keys & {m.key() for m in current.messages if m.role not in causes.SYSTEM_ROLES}
+    if at == first:
+        return True
+    head_old, head_new = _head(old, parent), _head(new, current)
+    start = causes.common_prefix_length(head_old, head_new)
+    end = causes.common_prefix_length(head_old[start:][::-1], head_new[start:][::-1])
+    return start + end < 0.5 * min(len(head_old), len(head_new))
 
 
 def _retention(previous: Round, ttl: str) -> str | None:

@@ -18,7 +18,8 @@ def measured_section(name: str, findings: list[dict], t: Texts) -> None:
         return
     st.subheader(t("doctor_input.measured_title"))
     provider = rows[0]["provider"]
-    st.caption(t("doctor_input.measured_caption", source=BILLING_RULES[provider].usage_field, provider=provider))
+    st.caption(t("doctor_input.measured_caption", source=BILLING_RULES[provider].usage_field or "usage",
+                 provider=provider))
     st.altair_chart(measured_chart(findings, t), width="stretch", key=f"doctor-measured-{name}")
     st.dataframe(pd.DataFrame([{"round": f["round"], "measured": f["measured_cached_tokens"],
                                 "predicted": f["predicted_cached_tokens"], "verdict": t(f"verdict.{f['verdict']}")}

@@ -108,9 +108,7 @@ def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = N
             errors.append(message if message.startswith(where) else f"{where}: {message}")
     notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
              "only what this body adds is compared" for r in rounds if r.server_history]
-    transcript = Transcript(rounds, errors, kind, notes)
-    transcript.mixed = mixed
-    return transcript
+    return Transcript(rounds, errors, kind, notes, mixed)
 
 
 def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:

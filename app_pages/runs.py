@@ -31,18 +31,28 @@ st.dataframe(runs_table(t, runs, experiment_column=True), hide_index=True, key="
 names = {run.id: choice_label(run) for run in runs}
 if "runs_chosen" in st.session_state:
     st.session_state["runs_chosen"] = [c for c in st.session_state["runs_chosen"] if c in names]
+
+
+def rename(run_id: str, key: str) -> None:
+    label = st.session_state[key].strip()
+    if label:
+        store.rename(run_id, label, owner=visitor())
+
+
+def delete(run_ids: list[str]) -> None:
+    st.session_state["runs_deleted"] = sum(store.delete(run_id, owner=visitor()) for run_id in run_ids)
+    st.session_state["runs_chosen"] = []  # a callback runs before the widget, so it may clear it
+
+
+if "runs_deleted" in st.session_state:
+    st.toast(t("runs.deleted", n=st.session_state.pop("runs_deleted")))
 chosen = st.multiselect(t("runs.choose"), list(names), format_func=names.__getitem__, key="runs_chosen")
 if chosen:
     left, middle, right = st.columns([2, 1, 1.2], vertical_alignment="bottom")
     if len(chosen) == 1:
-        label = left.text_input(t("runs.rename"), value=next(r.label for r in runs if r.id == chosen[0]))
-        if left.button(t("runs.rename_button"), icon=":material/edit:") and label.strip():
-            store.rename(chosen[0], label.strip(), owner=visitor())
-            st.rerun()
-    if middle.button(t("runs.delete_button"), icon=":material/delete:", type="secondary"):
-        deleted = sum(store.delete(run_id, owner=visitor()) for run_id in chosen)
-        st.session_state["runs_chosen"] = []
-        st.toast(t("runs.deleted", n=deleted))
-        st.rerun()
+        key = f"runs_label_{chosen[0]}"
+        left.text_input(t("runs.rename"), value=next(r.label for r in runs if r.id == chosen[0]), key=key)
+        left.button(t("runs.rename_button"), icon=":material/edit:", on_click=rename, args=(chosen[0], key))
+    middle.button(t("runs.delete_button"), icon=":material/delete:", on_click=delete, args=(list(chosen),))
     right.download_button(t("runs.download_report"), lambda: report_html(t, chosen), "prefill-lab-report.html",
                           "text/html", on_click="ignore", icon=":material/description:", key="runs-report")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.store import MEMORY
 from ui.secrets import hosted
-from ui.store import choice_label, import_upload, report_html, run_store, runs_table, saved_runs, store_notice, visitor
+from ui.store import choice_label, import_upload, report_maker, run_store, runs_table, saved_runs, store_notice, visitor
 from ui.texts import texts
 
 t = texts()
@@ -54,5 +54,5 @@ if chosen:
         left.text_input(t("runs.rename"), value=next(r.label for r in runs if r.id == chosen[0]), key=key)
         left.button(t("runs.rename_button"), icon=":material/edit:", on_click=rename, args=(chosen[0], key))
     middle.button(t("runs.delete_button"), icon=":material/delete:", on_click=delete, args=(list(chosen),))
-    right.download_button(t("runs.download_report"), lambda: report_html(t, chosen), "prefill-lab-report.html",
+    right.download_button(t("runs.download_report"), report_maker(t, chosen), "prefill-lab-report.html",
                           "text/html", on_click="ignore", icon=":material/description:", key="runs-report")

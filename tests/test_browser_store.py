@@ -141,6 +141,10 @@ def test_a_run_survives_a_reload_and_shows_in_a_second_tab(browser: Browser, tmp
         expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible()  # drawn again
         (listed,) = saved_list(page)
         assert listed["rounds"] == "5" and listed["status"] == "finished" and listed["model"] == "ok"
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download HTML report").click()
+        report = Path(download.value.path()).read_text(encoding="utf-8")
+        assert report.startswith("<!DOCTYPE html>") and "Experiment 2" in report and listed["run"] in report
 
         second = new_tab(browser)
         open_page(second, url + "/output")

@@ -31,7 +31,7 @@ from ui.store import (
     finish_saving,
     forget,
     latest_saved,
-    report_html,
+    report_maker,
     saved_compare,
     saved_list,
     start_saving,
@@ -249,7 +249,7 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records, c
     if saved_ids:
         report.download_button(
             t("runs.download_report"),
-            lambda: report_html(t, saved_ids),  # built when clicked: the page does not carry 1 MB on every redraw
+            report_maker(t, saved_ids),  # built when clicked: the page does not carry 1 MB on every redraw
             f"{name}.html",
             "text/html",
             on_click="ignore",

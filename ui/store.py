@@ -133,12 +133,20 @@ def choice_label(run: SavedRun) -> str:
     return f"{run.label} · {machine_name(run.machine)} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
 
 
-def report_html(t: Texts, run_ids: Sequence[str]) -> str:
-    """The HTML report of these saved runs, in the page's language."""
-    store = run_store()
-    entries = [(saved, store.records(saved.id)) for run_id in run_ids
-               if (saved := store.get(run_id, owner=visitor())) is not None]
-    return build_report(entries, t, language())
+def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
+    """What a download button calls to build the HTML report of these saved runs, in the page's language.
+
+    Streamlit calls it on another thread, outside the script (no session state there), so the store,
+    the visitor and the language are taken now.
+    """
+    store, who, lang, ids = run_store(), visitor(), language(), list(run_ids)
+
+    def make() -> str:
+        entries = [(saved, store.records(saved.id)) for run_id in ids
+                   if (saved := store.get(run_id, owner=who)) is not None]
+        return build_report(entries, t, lang)
+
+    return make
 
 
 def store_notice(t: Texts) -> None:

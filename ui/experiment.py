@@ -81,8 +81,10 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
                                 lambda cancel, progress: source(RunContext(conn, cancel, progress)), target.api_key)
 
     def finished() -> None:
-        conn.close()
-        finish_saving(run)
+        try:
+            conn.close()
+        finally:  # a failing close must not leave the saved run "running" while this process lives
+            finish_saving(run)
 
     run = BackgroundRun(plan.experiment, settings, rows, lock_key=target.lock_key(), planned_rounds=plan.plan.steps,
                         label=label, run_id=run_id, on_finish=finished)

@@ -363,3 +363,27 @@ def test_store_error_names_what_to_do(tmp_path: Path) -> None:
     bad.write_text("not a database at all, just text " * 100)
     with pytest.raises(StoreError, match="move it aside"):
         RunStore.open(str(bad))
+
+
+def test_a_disk_that_fills_during_a_run_is_said_not_raised(tmp_path: Path) -> None:
+    """The disk fills up during a run: the worker gets no exception and the store says why."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small disk needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("this machine lets root mount no tmpfs")
+    try:
+        store = open_store(str(disk / "runs.sqlite"))
+        assert store.on_disk and store.problem == ""
+        run_id = store.begin(CACHE, {}, label="the disk fills")
+        for i in range(1, 401):  # about 2 MB of rounds into 512 kB
+            store.add(run_id, RoundResult(CACHE, i, error="x" * 5000))
+        store.finish(run_id, DONE)
+        assert "could not be written" in store.problem and "full" in store.problem
+        saved = store.get(run_id)
+        assert saved is not None and 0 < saved.rounds < 400
+        store.close()
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

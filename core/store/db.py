@@ -256,16 +256,16 @@ class RunStore:
         text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
         return redact(text, *self._secrets.get(run_id, ()))
 
-    def _write(self, sql: str, params: Sequence[Any]) -> bool:
-        """One statement in its own transaction; a failure becomes `problem` (the session keeps its rows)."""
+    def _write(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement in its own transaction, and the rows it changed; a failure becomes `problem`
+        (0 rows: the session keeps its rows, the page says why)."""
         try:
             with self._lock:
-                self._conn.execute(sql, params)
-            return True
+                return self._conn.execute(sql, params).rowcount
         except sqlite3.Error as exc:
-            self.problem = (f"The run store {self.location} could not be written ({exc}); this run's rounds stay "
-                            "on the page and in its downloads.")
-            return False
+            self.problem = (f"The run store {self.location} could not be written ({exc}); what was measured "
+                            "stays on the page and in its downloads.")
+            return 0
 
     def begin(self, experiment: str, settings: dict[str, Any], *, label: str, machine: dict[str, Any] | None = None,
               owner: str = "", source: str = MEASURED, secrets: Iterable[str | None] = (),
@@ -301,25 +301,17 @@ class RunStore:
         self._secrets.pop(run_id, None)
 
     def rename(self, run_id: str, label: str, owner: str | None = None) -> bool:
-        with self._lock:
-            cur = self._conn.execute(f"UPDATE runs SET label = ? WHERE id = ?{self._owned(owner)}",
-                                     (label, run_id, *self._owner_params(owner)))
-        return cur.rowcount > 0
+        return self._write(f"UPDATE runs SET label = ? WHERE id = ?{self._owned(owner)}",
+                           (label, run_id, *self._owner_params(owner))) > 0
 
     def delete(self, run_id: str, owner: str | None = None) -> bool:
-        with self._lock:
-            cur = self._conn.execute(f"DELETE FROM runs WHERE id = ?{self._owned(owner)}",
-                                     (run_id, *self._owner_params(owner)))
-        return cur.rowcount > 0
+        return self._write(f"DELETE FROM runs WHERE id = ?{self._owned(owner)}",
+                           (run_id, *self._owner_params(owner))) > 0
 
     def purge_visitors(self, now: float | None = None) -> int:
         """Delete hosted visitors' runs older than a day (`VISITOR_KEEP_S`); local runs (owner '') stay."""
         cutoff = (now if now is not None else time.time()) - VISITOR_KEEP_S
-        try:
-            with self._lock:
-                return self._conn.execute("DELETE FROM runs WHERE owner != '' AND started_at < ?", (cutoff,)).rowcount
-        except sqlite3.Error:
-            return 0
+        return self._write("DELETE FROM runs WHERE owner != '' AND started_at < ?", (cutoff,))
 
     # -- reading --------------------------------------------------------------------------------
     @staticmethod
@@ -343,7 +335,7 @@ class RunStore:
                 "started_at, finished_at, writer_host, writer_pid, writer_start, "
                 "(SELECT COUNT(*) FROM rounds WHERE run_id = runs.id)")
 
-    def runs(self, experiment: str | None = None, owner: str | None = None, limit: int | None = None) -> list[SavedRun]:
+    def runs(self, experiment: str | None = None, owner: str | None = None) -> list[SavedRun]:
         """Saved runs, newest first; a visitor (``owner``) sees their own and the shipped reference runs."""
         where, params = [], []
         if experiment is not None:
@@ -354,7 +346,7 @@ class RunStore:
             where.append("(owner = ? OR source = ?)")
             params += [owner, REFERENCE]
         sql = f"SELECT {self._COLUMNS} FROM runs {'WHERE ' + ' AND '.join(where) if where else ''} " \
-              f"ORDER BY started_at DESC{f' LIMIT {int(limit)}' if limit else ''}"
+              "ORDER BY started_at DESC"
         with self._lock:
             rows = self._conn.execute(sql, params).fetchall()
         return [self._saved(row) for row in rows]

@@ -200,8 +200,8 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         bound = subprocess.run(["mount", "--bind", str(source), str(mount)], capture_output=True, text=True)
         if bound.returncode != 0:  # root needs a real read-only mount: permissions do not stop it
             pytest.skip(f"this machine lets root make no read-only mount: {bound.stderr.strip()}")
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True)
         try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True)
             yield mount
         finally:
             subprocess.run(["umount", str(mount)], check=True)

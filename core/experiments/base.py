@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
+from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
 from core.experiments.prompts import TokenCounter
 from core.records import RequestResult

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.backends import OpenAICompatBackend
 from core.backends.connect import Connection, Target, open_connection
+from core.backends.tokens import EstimatingTokenCounter
 from core.cli import batch as batch_cli
 from core.cli.main import main
 from core.engine.server import LocalServer
@@ -21,7 +22,6 @@ from core.experiments import batch
 from core.experiments.base import RunContext
 from core.experiments.batch import BatchLevel, levels_that_fit, nearest_rank, server_slots
 from core.experiments.batch_summary import batch_verdict, summarize_batch
-from core.experiments.prompts import EstimatingTokenCounter
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.runner import DONE, BackgroundRun
 from core.export import from_json, to_csv, to_json

@@ -10,10 +10,11 @@ import threading
 
 import pytest
 
+from core.backends.tokens import ServerTokenCounter
 from core.experiments import input_length, output_length, summaries
 from core.experiments import prefix_cache as cache
 from core.experiments.base import RunContext
-from core.experiments.prompts import ServerTokenCounter, default_document, fit_document
+from core.experiments.prompts import default_document, fit_document
 
 pytestmark = pytest.mark.llama
 

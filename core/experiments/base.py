@@ -20,7 +20,7 @@ from typing import Any
 from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
-from core.experiments.prompts import TokenCounter
+from core.backends.tokens import TokenCounter
 from core.records import RequestResult
 
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens

@@ -121,7 +121,7 @@ def _prepare(spec: Experiment, settings: Any, conn: Connection) -> Any:
 
 
 def run_experiments(args: argparse.Namespace) -> int:
-    only: list[str] = args.only or DEFAULT_RUN
+    only: list[str] = list(dict.fromkeys(args.only or DEFAULT_RUN))  # each experiment once, in the order given
     specs = [EXPERIMENTS[name] for name in only]
     chosen = {spec.id: spec.from_args(vars(args)) for spec in EXPERIMENTS.values()}
     records: dict[str, list[Record]] = {}

@@ -58,6 +58,9 @@ class Experiment:
     sample: Path | None = None  # recorded results shipped with the project
     slots: Callable[[Any], int] = _one_slot  # the embedded server's parallel sequences it needs
     default: bool = True  # run by `python -m core` without --only
+    report: Callable[[Sequence[Any]], Iterator[str]] | None = None  # its summary lines on the command line
+    # (experiments 1-4 have theirs in core/cli/summary.py and core/cli/batch.py; the CLI prints records it
+    # has no table for as JSON lines)
 
     @property
     def page(self) -> str:

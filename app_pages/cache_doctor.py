@@ -2,6 +2,7 @@
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -52,7 +53,7 @@ if not inputs:
     st.stop()
 # parsed once per input and kept with its analyses, so a click elsewhere on the page does not redo them
 digest = hashlib.sha256(b"".join(data for _, data in inputs) + str(log_format).encode()).hexdigest()
-cached = st.session_state.get("doctor_input")
+cached: dict[str, Any] | None = st.session_state.get("doctor_input")
 if cached is None or cached["digest"] != digest:
     try:
         parsed = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES,
@@ -61,7 +62,8 @@ if cached is None or cached["digest"] != digest:
         st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
         st.stop()
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
-transcript = cached["transcript"]
+kept: dict[str, Any] = cached
+transcript = kept["transcript"]
 if not transcript.rounds:
     st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
              icon=":material/error:")
@@ -84,7 +86,7 @@ else:
 
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
     """Analysis per transcript and backend, kept with the input (rendering with a server costs requests)."""
-    cache = cached["analyses"]
+    cache = kept["analyses"]
     target = current_target() if use_server else None
     key = (name, target.url if target else None)
     if key not in cache:
@@ -175,7 +177,7 @@ def make_source(conn: Connection) -> RunSource:
     return rows
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     """Measured against predicted, per transcript, redrawn after every replayed round."""
     rows = runs[0].rows
     for name, analysis in analyses.items():

@@ -182,12 +182,12 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     chosen = st.multiselect(t("common.compare"), list(names), format_func=names.__getitem__, key=key,
                             help=t("runs.saved_help"))
     store = run_store()
-    views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]  # type: ignore[arg-type]
+    views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]
     ids = [c for c in chosen if not c.startswith("session:")]
     here = machine_name(machine_info())
     labels = {r.id: r.label if machine_name(r.machine) == here else f"{r.label} · {machine_name(r.machine)}"
               for r in runs}  # another machine's run says which on the chart
-    return ids, views + [RunView(labels[i], store.records(i)) for i in ids]  # type: ignore[arg-type]
+    return ids, views + [RunView(labels[i], store.records(i)) for i in ids]
 
 
 def saved_list(t: Texts, experiment: str) -> None:

@@ -23,5 +23,5 @@ PAGES = [
     Page("app_pages/home.py", "nav.home", ":material/school:"),
     *(Page(spec.page, f"nav.{spec.id}", spec.icon) for spec in EXPERIMENTS.values()),
     Page("app_pages/cache_doctor.py", "nav.doctor", ":material/stethoscope:"),
-    Page("app_pages/runs.py", "runs.nav", ":material/database:"),  # saved runs (core.store)
+    Page("app_pages/runs.py", "nav.runs", ":material/database:"),  # saved runs (core.store)
 ]

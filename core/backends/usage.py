@@ -41,7 +41,8 @@ class Usage:
     def impossible(self) -> str | None:
         """Why the counts contradict each other, if they do: more cached tokens than prompt tokens. (A client
         still records both, as a provider sent them: xAI on Azure counts only uncached tokens as its prompt.)"""
-        if self.cached_tokens is not None and self.prompt_tokens is not None and self.cached_tokens > self.prompt_tokens:
+        cached, prompt = self.cached_tokens, self.prompt_tokens
+        if cached is not None and prompt is not None and cached > prompt:
             return f"{self.cached_tokens} cached tokens is more than the {self.prompt_tokens} prompt tokens"
         return None
 

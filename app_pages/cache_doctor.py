@@ -50,7 +50,8 @@ if cached is None or cached["digest"] != digest:
         st.stop()
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
 transcript = cached["transcript"]
-if not transcript.rounds:
+decision = doctor.comparison(transcript, ", ".join(n for n, _ in inputs))  # what is compared: the CLI's call too
+if decision.kind == doctor.UNREAD:
     st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
              icon=":material/error:")
     st.stop()
@@ -59,13 +60,13 @@ for problem in transcript.errors:
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
 
-if transcript.kind == "system_prompt":
-    prompt = transcript.rounds[0].messages[0].text()
-    transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
+if decision.kind == doctor.SINGLE_ROUND:
+    st.error(t("doctor.single_round", name=decision.name), icon=":material/error:")
+    st.stop()
+if decision.kind == doctor.SIMULATE:
     st.subheader(t("doctor.compare_title"))
     st.caption(t("doctor.compare_caption"))
-else:
-    transcripts = {"transcript": transcript}
+transcripts = decision.transcripts
 
 
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
@@ -136,7 +137,7 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav")
+tabs = st.tabs([t(f"strategy.{name}") if name in doctor.SIMULATED_STRATEGIES else t("doctor.nav")
                 for name in transcripts])
 for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:

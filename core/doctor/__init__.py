@@ -3,7 +3,8 @@
 Organised by stage: `inputs` and `formats` read logs in every format agents write (Chat Completions,
 OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s;
 `render` turns each round into the text its provider caches, in the provider's order; `analysis`
-compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
+compares consecutive rounds and `causes` says why they differ (`decision` says what is compared for
+one input, for the page and the CLI alike); `rules` (data in ``rules.toml``)
 bills what each provider would cache; `audit` checks Anthropic breakpoints; `replay` sends the
 rounds to a real server.
 """
@@ -40,12 +41,32 @@ from core.doctor.causes import (
     WHITESPACE,
     common_prefix_length,
 )
-from core.doctor.inputs import MAX_DOCTOR_BYTES, load_inputs, load_paths, parse_json_array, parse_jsonl
+from core.doctor.decision import (
+    COMPARE,
+    OWN,
+    SIMULATE,
+    SIMULATED_STRATEGIES,
+    SINGLE_ROUND,
+    UNREAD,
+    Comparison,
+    comparison,
+)
+from core.doctor.inputs import (
+    MAX_DOCTOR_BYTES,
+    load_inputs,
+    load_paths,
+    looks_like_log,
+    parse_json_array,
+    parse_jsonl,
+    read_path,
+)
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, TEXT, Round, Transcript, TranscriptError
 from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, simulate
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
 
 __all__ = [
+    "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",
+    "looks_like_log", "read_path",
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",
     "HISTORY_EDITED", "HISTORY_TRUNCATED", "IMAGE_REENCODED", "JSON_KEY_ORDER", "MAX_DOCTOR_BYTES", "MODEL_CHANGED",
     "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "REPLAY_ANSWER_TOKENS",

@@ -27,7 +27,7 @@ import httpx
 from core import doctor
 from core.backends import BACKENDS
 from core.backends.connect import open_connection
-from core.cli.target import add_target_arguments, target_from_args
+from core.cli.target import add_target_arguments, apply_deadline, target_from_args
 from core.engine.server import EngineError
 
 
@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     results = []
     with ExitStack() as stack:
         try:
-            conn = None if args.backend is None else stack.enter_context(open_connection(target_from_args(args, stack)))
+            conn = None if args.backend is None else apply_deadline(
+                stack.enter_context(open_connection(target_from_args(args, stack))), args)
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2

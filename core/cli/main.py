@@ -11,7 +11,8 @@ Examples::
 
 The per-round table goes to stdout, progress to stderr. A key is read from the environment
 variable of the preset (or ``--key-env``), never from the command line, so it stays out of shell
-history and process listings.
+history and process listings. Ctrl-C stops a run: the rounds measured so far still go to the
+summary, ``--json`` and ``--csv``, and the exit status is 130 (as a shell reports SIGINT).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
 from core.cli.summary import summary_lines
-from core.cli.target import add_target_arguments, target_from_args
+from core.cli.target import add_target_arguments, apply_deadline, target_from_args
 from core.engine.server import EngineError
 from core.experiments import rounds as ex
 from core.experiments.batch import DEFAULT_LEVELS, BatchLevel
@@ -47,6 +48,7 @@ SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_c
 COLUMNS = [("experiment", 13), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
            ("reused_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),
            ("total_ms", 9)]
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
 HEADERS = {"prompt_tokens": "prompt", "recomputed_tokens": "recomputed", "reused_tokens": "reused",
            "output_tokens": "output", "strategy": "strategy"}
 
@@ -117,7 +119,7 @@ def run_experiments(args: argparse.Namespace) -> int:
         try:
             # experiment 4 alone: start the embedded engine with its slots at once, not a one-slot server first
             slots = max(args.concurrency, default=1) if set(only) == {"batch"} else 1
-            conn = stack.enter_context(open_connection(target_from_args(args, stack, slots)))
+            conn = apply_deadline(stack.enter_context(open_connection(target_from_args(args, stack, slots))), args)
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
@@ -136,17 +138,6 @@ def run_experiments(args: argparse.Namespace) -> int:
         }
         if fitted is not None:
             runs["cache"] = partial(ex.prefix_cache_rounds, conn.backend, fitted, strategies, args.rounds)
-        if set(only) - {"batch"}:
-            print(header())
-        for name in only:
-            print(f"[{name}] running...", file=sys.stderr)
-            if name == "batch":
-                batch_conn = batch_cli.batch_connection(conn, stack, args.concurrency, args.context)
-                levels = list(batch_cli.run_sweep(batch_conn, args.concurrency))
-                continue
-            for row in runs[name]():
-                rows.append(row)
-                print(format_row(row), flush=True)
         settings = {
             **conn.describe(),
             "only": only,
@@ -158,18 +149,44 @@ def run_experiments(args: argparse.Namespace) -> int:
             "lengths": args.lengths,
             "repeats": args.repeats,
             "concurrency": args.concurrency,
+            "deadline_s": args.deadline,
         }
+        if set(only) - {"batch"}:
+            print(header())
+        interrupted = False
+        try:
+            for name in only:
+                print(f"[{name}] running...", file=sys.stderr)
+                if name == "batch":
+                    batch_conn = apply_deadline(batch_cli.batch_connection(conn, stack, args.concurrency,
+                                                                           args.context), args)
+                    levels.extend(batch_cli.run_sweep(batch_conn, args.concurrency))  # kept level by level
+                    continue
+                for row in runs[name]():
+                    rows.append(row)
+                    print(format_row(row), flush=True)
+        except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below
+            interrupted = True
+    if interrupted:
+        print(f"Interrupted (Ctrl-C): {len(rows)} rounds and {len(levels)} levels were measured; they are kept.",
+              file=sys.stderr)
     for line in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
         print(line)
     if args.json:
         args.json.write_text(to_json(settings, rows, levels=levels))
     if args.csv:
         args.csv.write_text(to_csv(settings, rows or levels))
+    if interrupted:
+        return INTERRUPTED
     return 1 if any(r.error for r in rows) or any(level.error for level in levels) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    if args.command:
-        return int(SUBCOMMANDS[args.command].run(args))
-    return run_experiments(args)
+    try:
+        if args.command:
+            return int(SUBCOMMANDS[args.command].run(args))
+        return run_experiments(args)
+    except KeyboardInterrupt:  # before anything was measured (starting the engine, connecting)
+        print("Interrupted (Ctrl-C).", file=sys.stderr)
+        return INTERRUPTED

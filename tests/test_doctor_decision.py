@@ -21,7 +21,8 @@ def test_the_decision_for_each_kind_of_input() -> None:
     log = doctor.comparison(doctor.load_inputs([("a.jsonl", (FIXTURES / "timestamp.jsonl").read_bytes())]), "a.jsonl")
     assert log.kind == doctor.COMPARE and list(log.transcripts) == [doctor.OWN]
     single = doctor.comparison(doctor.load_inputs([("one.jsonl", ONE_ROUND)]), "one.jsonl")
-    assert single.kind == doctor.SINGLE_ROUND and not single.transcripts and "only one round in one.jsonl" in single.message
+    assert single.kind == doctor.SINGLE_ROUND and not single.transcripts
+    assert "only one round in one.jsonl" in single.message
     prompt = doctor.comparison(doctor.load_inputs([("prompt.txt", PROMPT)]), "prompt.txt")
     assert prompt.kind == doctor.SIMULATE and list(prompt.transcripts) == list(doctor.SIMULATED_STRATEGIES)
     assert all(len(t.rounds) > 1 for t in prompt.transcripts.values())

@@ -64,7 +64,7 @@ def test_non_numeric_usage_is_recorded_as_unreadable_never_a_crash(fake_api: Fak
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     (row,) = json.loads(out.read_text())["rounds"]
-    assert row["output_tokens"] is None and row["prompt_tokens"] is None and row["reused_tokens"] is None
+    assert row["output_tokens"] is None and row["prompt_tokens"] is None and row["cached_tokens"] is None
     for field in ("usage.prompt_tokens = 'many'", "usage.completion_tokens = [6]",
                   "usage.prompt_tokens_details.cached_tokens = -1"):
         assert field in row["unreadable_fields"]
@@ -94,13 +94,13 @@ def test_ctrl_c_writes_what_was_measured_then_exits_130(tmp_path: Path) -> None:
             while rows < 2:
                 line = process.stdout.readline()
                 assert line, "the run ended before two rounds"
-                rows += line.strip().startswith("output_length")
+                rows += line.strip().startswith("output")
             process.send_signal(signal.SIGINT)
             out, err = process.communicate(timeout=60)
         finally:
             process.kill()
     assert process.returncode == 130, err
-    assert "Traceback" not in err and "Interrupted (Ctrl-C): 2 rounds" in err
+    assert "Traceback" not in err and "Interrupted (Ctrl-C): 2 records were measured" in err
     rounds = json.loads(json_out.read_text())["rounds"]
     assert len(rounds) == 2 and all(r["output_tokens"] == 6 and not r["error"] for r in rounds)
     assert len(list(csv.DictReader(csv_out.open()))) == 2

@@ -82,9 +82,9 @@ def test_a_client_records_non_numeric_usage_as_unreadable_and_the_round_still_fo
     body = _sse({"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}]}, {"choices": [], "usage": BAD})
     result = _client(OpenAICompatBackend, body).stream_chat(ASK)
     assert result.success and result.text == "ok"
-    assert (result.prompt_tokens, result.completion_tokens, result.reused_tokens) == (None, None, None)
+    assert (result.prompt_tokens, result.completion_tokens, result.cached_tokens) == (None, None, None)
     assert len(result.unreadable_fields) == 3
-    row = RoundResult.from_request("output_length", 1, result)  # crashed with a TypeError before
+    row = RoundResult.from_request("output", 1, result)  # crashed with a TypeError before
     assert "usage.prompt_tokens = 'many'" in row.unreadable_fields and "= inf" in row.unreadable_fields
 
 
@@ -93,9 +93,9 @@ def test_llama_server_timings_that_are_not_numbers_are_named() -> None:
     body = _sse({"choices": [{"delta": {"content": "ok"}, "finish_reason": "stop"}], "timings": timings})
     result = _client(LlamaServerBackend, body).stream_chat(ASK)
     assert result.success and result.server_prefill_ms is None and result.server_decode_ms == 30.0
-    assert result.reused_tokens == 5 and result.recomputed_tokens is None
+    assert result.cached_tokens == 5 and result.recomputed_tokens is None
     assert any("timings.prompt_ms = 'slow'" in f for f in result.unreadable_fields)
-    RoundResult.from_request("input_length", 1, result)
+    RoundResult.from_request("input", 1, result)
 
 
 def test_anthropic_usage_through_the_same_reader() -> None:

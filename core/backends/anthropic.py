@@ -125,4 +125,4 @@ class AnthropicBackend(StreamingBackend):
                 result.completion_tokens = counts.completion_tokens
             return
         apply_usage(result, counts, source)
-        result.reused_tokens, result.recomputed_tokens = counts.cached_tokens, counts.recomputed_tokens
+        result.cached_tokens, result.recomputed_tokens = counts.cached_tokens, counts.recomputed_tokens

@@ -53,7 +53,7 @@ def apply_usage(result: RequestResult, usage: Usage, source: str) -> None:
     result.usage_source = source
     if usage.cached_tokens is None:
         return
-    result.reused_tokens = usage.cached_tokens
+    result.cached_tokens = usage.cached_tokens
     if usage.recomputed_tokens is not None:
         result.recomputed_tokens = usage.recomputed_tokens
     elif result.prompt_tokens is not None and usage.cached_tokens <= result.prompt_tokens:  # else the counts disagree

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from core.backends.base import ChatRequest, ProgressCallback
 from core.backends.openai_compat import OpenAICompatBackend
 from core.backends.usage import number
@@ -53,12 +51,6 @@ class LlamaServerBackend(OpenAICompatBackend):
         response.raise_for_status()
         return response.json()
 
-    def health(self) -> bool:
-        try:
-            return self._get_json("GET", "/health").get("status") == "ok"
-        except (httpx.HTTPError, ValueError):
-            return False
-
     def props(self) -> dict[str, Any]:
         """Context size, model path and build, as ``/props`` reports them."""
         data = self._get_json("GET", "/props")
@@ -82,7 +74,7 @@ class LlamaServerBackend(OpenAICompatBackend):
 
 
 TIMING_FIELDS = (("prompt_ms", "server_prefill_ms"), ("predicted_ms", "server_decode_ms"),
-                 ("predicted_per_token_ms", "server_ms_per_token"))
+                 ("predicted_per_token_ms", "server_ms_per_output_token"))
 
 
 def read_timings(timings: Mapping[str, Any], result: RequestResult) -> None:
@@ -97,10 +89,10 @@ def read_timings(timings: Mapping[str, Any], result: RequestResult) -> None:
     if counts.recomputed_tokens is not None:
         result.recomputed_tokens = counts.recomputed_tokens
     if counts.cached_tokens is not None:
-        result.reused_tokens = counts.cached_tokens
+        result.cached_tokens = counts.cached_tokens
         result.usage_source = counts.source
-    if result.recomputed_tokens is not None and result.reused_tokens is not None:
-        result.prompt_tokens = result.recomputed_tokens + result.reused_tokens
+    if result.recomputed_tokens is not None and result.cached_tokens is not None:
+        result.prompt_tokens = result.recomputed_tokens + result.cached_tokens
     if counts.completion_tokens is not None:
         result.server_decode_tokens = counts.completion_tokens
     for name, attr in TIMING_FIELDS:

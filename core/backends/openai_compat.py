@@ -1,7 +1,7 @@
 """Any OpenAI-compatible streaming API: OpenAI, DeepSeek, OpenRouter, vLLM, SGLang, gateways.
 
 Providers report prefix-cache hits in different places; `core.backends.usage` reads all the shapes
-we know of. A provider that reports none leaves ``reused_tokens`` as ``None``: the cache then shows
+we know of. A provider that reports none leaves ``cached_tokens`` as ``None``: the cache then shows
 only in time.
 """
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from core.backends.base import ChatRequest, ProgressCallback
+from core.backends.base import ChatRequest
+from core.backends.chunks import ProgressCallback
 from core.backends.openai_compat import OpenAICompatBackend
 from core.backends.usage import number
 from core.backends.usage import read_timings as usage_of_timings
@@ -63,14 +64,15 @@ class LlamaServerBackend(OpenAICompatBackend):
         }
 
     def tokenize(self, text: str) -> list[int]:
-        return self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]
+        tokens: list[int] = self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]
+        return tokens
 
     def detokenize(self, tokens: list[int]) -> str:
-        return self._get_json("POST", "/detokenize", json={"tokens": tokens})["content"]
+        return str(self._get_json("POST", "/detokenize", json={"tokens": tokens})["content"])
 
     def apply_template(self, messages: list[dict[str, Any]]) -> str:
         """The prompt text the model sees for ``messages``, rendered with the server's chat template."""
-        return self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"]
+        return str(self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"])
 
 
 TIMING_FIELDS = (("prompt_ms", "server_prefill_ms"), ("predicted_ms", "server_decode_ms"),

@@ -5,10 +5,10 @@ cache doctor's inputs all call `find_usage` (where a usage object sits in a chun
 Shapes: OpenAI Chat (``prompt_tokens``, ``completion_tokens``, ``prompt_tokens_details.cached_tokens``;
 also xAI, OpenRouter, vLLM, llama-server), OpenAI Responses (``input_tokens``, ``output_tokens``,
 ``input_tokens_details.cached_tokens``), DeepSeek (``prompt_cache_hit_tokens`` and ``_miss_tokens``),
-Moonshot/Kimi and SGLang (top-level ``cached_tokens``), Anthropic (``input_tokens`` is the uncached
-part; ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` come on top), Gemini
-(``usageMetadata``: ``promptTokenCount``, ``cachedContentTokenCount``) and llama-server's ``timings``
-(``prompt_n`` recomputed, ``cache_n`` reused).
+Moonshot/Kimi and SGLang (top-level ``cached_tokens``), Mistral (``num_cached_tokens``), Anthropic
+(``input_tokens`` is the uncached part; ``cache_read_input_tokens`` and ``cache_creation_input_tokens``
+come on top), Gemini (``usageMetadata``: ``promptTokenCount``, ``cachedContentTokenCount``) and
+llama-server's ``timings`` (``prompt_n`` recomputed, ``cache_n`` reused).
 
 Counts are validated here, at the boundary: a count must be a whole number from 0 up (``true``,
 ``-3``, ``"12"``, ``[1]``, ``1e999999`` are not). A field that fails is left out and named in
@@ -133,6 +133,8 @@ def read_usage(data: Mapping[str, Any], where: str = "usage") -> Usage:
             usage.prompt_tokens = usage.cached_tokens + miss
     elif read.has("cached_tokens"):  # Moonshot/Kimi, SGLang
         usage.cached_tokens, usage.source = read.count("cached_tokens"), "cached_tokens"
+    elif read.has("num_cached_tokens"):  # Mistral
+        usage.cached_tokens, usage.source = read.count("num_cached_tokens"), "num_cached_tokens"
     return usage
 
 

@@ -123,10 +123,11 @@ def _prepare(spec: Experiment, settings: Any, conn: Connection) -> Any:
 
 
 def run_experiments(args: argparse.Namespace) -> int:
-    only: list[str] = args.only or DEFAULT_RUN
+    only: list[str] = list(dict.fromkeys(args.only or DEFAULT_RUN))  # each experiment once, in the order given
     specs = [EXPERIMENTS[name] for name in only]
     chosen = {spec.id: spec.from_args(vars(args)) for spec in EXPERIMENTS.values()}
-    records: dict[str, list[Record]] = {}
+    records: dict[str, list[Record]] = {}  # by export key (rounds, levels)
+    measured: dict[str, list[Record]] = {}  # by experiment
     with ExitStack() as stack:
         try:
             # one experiment alone starts the embedded engine with the slots it needs, not a one-slot server first
@@ -159,6 +160,7 @@ def run_experiments(args: argparse.Namespace) -> int:
                     print(table_header())
                 for record in spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]):
                     records.setdefault(spec.records, []).append(record)
+                    measured.setdefault(spec.id, []).append(record)
                     print(line(record), flush=True)
         except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below
             interrupted = True
@@ -167,7 +169,8 @@ def run_experiments(args: argparse.Namespace) -> int:
               file=sys.stderr)
     rows = [r for r in records.get("rounds", []) if isinstance(r, RoundResult)]
     levels = [r for r in records.get("levels", []) if isinstance(r, BatchLevel)]
-    for text in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
+    reports = [line for spec in specs if spec.report for line in spec.report(measured.get(spec.id, []))]
+    for text in [*summary_lines(rows), *batch_cli.summary_lines(levels), *reports]:
         print(text)
     if args.json:
         args.json.write_text(to_json(settings, records))

@@ -3,17 +3,23 @@
 Organised by stage: `inputs` and `formats` read logs in every format agents write (Chat Completions,
 OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s;
 `render` turns each round into the text its provider caches, in the provider's order; `analysis`
-compares consecutive rounds and `causes` says why they differ (`decision` says what is compared for
-one input, for the page and the CLI alike); `rules` (data in ``rules.toml``)
-bills what each provider would cache; `audit` checks Anthropic breakpoints; `replay` sends the
-rounds to a real server.
+compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
+bills what each provider would cache; `diagnostics` reads the provider's own verdict off a response;
+`audit` checks Anthropic breakpoints; `replay` sends the rounds to a real server; `decision` says what
+is compared for one input, for the page and the CLI alike.
 """
 
 from core.doctor.analysis import (
     AGREE,
+    BEFORE_LOG,
+    BELOW_MINIMUM,
     END_TOLERANCE_TOKENS,
+    GAP_OVER_LIFETIME,
+    NOT_PROMISED,
     PROVIDER_HIT_MORE,
     PROVIDER_MISSED,
+    ROUTING_CHANGED,
+    UNSEEN_TOKENS,
     Analysis,
     RoundFinding,
     analyse,
@@ -23,17 +29,20 @@ from core.doctor.audit import AuditItem, audit
 from core.doctor.causes import (
     CAUSES,
     END_OF_PROMPT,
+    FORMAT_CHANGED,
     HISTORY_EDITED,
     HISTORY_TRUNCATED,
     IMAGE_REENCODED,
     JSON_KEY_ORDER,
     MODEL_CHANGED,
+    NEW_CONVERSATION,
     NONE,
     OTHER,
     PARAMS_CHANGED,
     RANDOM_ID,
     SERVER_HISTORY,
     SYSTEM_PROMPT_CHANGED,
+    THINKING_DROPPED_BY_PROVIDER,
     THINKING_STRIPPED,
     TIMESTAMP,
     TOOL_ORDER,
@@ -51,6 +60,7 @@ from core.doctor.decision import (
     Comparison,
     comparison,
 )
+from core.doctor.formats import FORMATS
 from core.doctor.inputs import (
     MAX_DOCTOR_BYTES,
     load_inputs,
@@ -65,6 +75,8 @@ from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, sim
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
 
 __all__ = [
+    "BEFORE_LOG", "BELOW_MINIMUM", "FORMATS", "FORMAT_CHANGED", "GAP_OVER_LIFETIME", "NEW_CONVERSATION",
+    "NOT_PROMISED", "ROUTING_CHANGED", "THINKING_DROPPED_BY_PROVIDER", "UNSEEN_TOKENS",
     "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",
     "looks_like_log", "read_path",
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",

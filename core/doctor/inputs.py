@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from core.backends.usage import find_usage, read_timings, read_usage
-from core.doctor.formats import read_body
+from core.doctor.diagnostics import provider_diagnosis
+from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
 from core.experiments.prompts import DocumentError, read_document
 
@@ -84,32 +85,43 @@ def _time(line: dict[str, Any]) -> datetime | None:
     return None
 
 
-def read_line(data: Any, where: str) -> tuple[Round, list[str]]:
-    """One log entry: a bare request body, or a wrapper holding the request with its response; and what
-    in its usage could not be used."""
-    if isinstance(data, dict) and isinstance(data.get("request_error"), str):  # the capture proxy's own note
-        raise ValueError(f"the capture proxy could not read this request: {data['request_error']}")
+def _unwrap(data: Any) -> tuple[Any, str, Any, Any]:
+    """A log entry as (request body, endpoint, response, the entry itself): a bare body, or a wrapper."""
     request_key = next((k for k in REQUEST_KEYS if isinstance(data, dict) and isinstance(data.get(k), dict)), None)
     if request_key is None:
-        return read_body(data, where), []
+        return data, "", None, None
     request = data[request_key]
     if isinstance(request.get("body"), dict):  # gateway exports: {"request": {"url": ..., "body": {...}}}
         request = {**request["body"], **({"model": request["model"]} if "model" in request else {})}
     endpoint = str(data.get("endpoint") or data.get("url") or data.get("path") or _get(data, request_key, "url") or "")
-    round_ = read_body(request, where, endpoint)
     response = next((data[k] for k in RESPONSE_KEYS if k in data), None)
-    round_.measured, problems = measured(response)
-    if round_.measured is None and not problems and isinstance(data.get("usage"), Mapping):
-        round_.measured, problems = measured({"usage": data["usage"]})
-    round_.time = _time(data)
+    return request, endpoint, response, data
+
+
+def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, list[str]]:
+    """One log entry: a bare request body, or a wrapper holding the request with its response; and what
+    in its usage could not be used."""
+    if isinstance(data, dict) and isinstance(data.get("request_error"), str):  # the capture proxy's own note
+        raise ValueError(f"the capture proxy could not read this request: {data['request_error']}")
+    request, endpoint, response, wrapper = _unwrap(data)
+    round_ = read_body(request, where, endpoint, fmt)
+    problems: list[str] = []
+    if wrapper is not None:
+        round_.measured, problems = measured(response)
+        if round_.measured is None and not problems and isinstance(wrapper.get("usage"), Mapping):
+            round_.measured, problems = measured({"usage": wrapper["usage"]})
+        round_.diagnosis = provider_diagnosis(response)
+        round_.time = _time(wrapper)
     return round_, problems
 
 
-def _read_items(items: Sequence[tuple[str, Any]], kind: str) -> Transcript:
+def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = None) -> Transcript:
+    """Every entry read, in the format decided for the whole log (`formats.decide`), or ``fmt`` when forced."""
+    formats, mixed = decide([_unwrap(data)[:2] for _, data in items], fmt)
     rounds, errors = [], []
-    for where, data in items:
+    for (where, data), line_format in zip(items, formats, strict=True):
         try:
-            round_, problems = read_line(data, where)
+            round_, problems = read_line(data, where, line_format)
         except ValueError as exc:
             message = str(exc)
             errors.append(message if message.startswith(where) else f"{where}: {message}")
@@ -124,10 +136,10 @@ def _read_items(items: Sequence[tuple[str, Any]], kind: str) -> Transcript:
         errors += [f"{where}: {problem}" for problem in problems]
     notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
              "only what this body adds is compared" for r in rounds if r.server_history]
-    return Transcript(rounds, errors, kind, notes)
+    return Transcript(rounds, errors, kind, notes, mixed)
 
 
-def parse_jsonl(text: str, name: str = "input") -> Transcript:
+def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
     items, errors = [], []
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may sit inside a string
         if not line.strip():
@@ -138,7 +150,7 @@ def parse_jsonl(text: str, name: str = "input") -> Transcript:
             errors.append(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
         except RecursionError:
             errors.append(f"{name} line {number}: nested too deeply to read (deeper than Python's recursion limit)")
-    transcript = _read_items(items, "jsonl")
+    transcript = _read_items(items, "jsonl", fmt)
     transcript.errors = sorted(errors + transcript.errors, key=_line_number)
     return transcript
 
@@ -148,7 +160,7 @@ def _line_number(error: str) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def parse_json_array(text: str, name: str = "input") -> Transcript:
+def parse_json_array(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -162,7 +174,7 @@ def parse_json_array(text: str, name: str = "input") -> Transcript:
         data = [data]
     if not isinstance(data, list):
         raise TranscriptError(f"{name}: expected a JSON array of request bodies.")
-    return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json")
+    return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json", fmt)
 
 
 LOG_SUFFIXES = (".jsonl", ".json", ".ndjson", ".log")  # names that promise JSON: never read as a prompt
@@ -237,9 +249,11 @@ def looks_like_log(data: bytes) -> bool:
     return head.lstrip()[:1] in (b"{", b"[")
 
 
-def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
+def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES,
+                fmt: str | None = None) -> Transcript:
     """Read uploaded or named files: one JSONL/JSON log, several text files (one per round, in name
-    order), or one plain text file (a system prompt to compare strategies with)."""
+    order), or one plain text file (a system prompt to compare strategies with). ``fmt`` forces the
+    format of every line of a log (`formats.FORMATS`); by default it is decided for the whole log."""
     if not files:
         raise TranscriptError("No input: upload a JSONL log, a JSON array, or text files.")
     if sum(len(data) for _, data in files) > max_bytes:
@@ -248,12 +262,12 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
     notes: list[str] = []
     for name, data in sorted(files, key=lambda f: f[0]):
         texts.append(_decoded(name, data, max_bytes, notes))
-    transcript = _transcript(texts)
+    transcript = _transcript(texts, fmt)
     transcript.notes = notes + transcript.notes
     return transcript
 
 
-def _transcript(texts: list[tuple[str, str]]) -> Transcript:
+def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
     if len(texts) > 1:
         if any(t.lstrip().startswith(("{", "[")) for _, t in texts):
             raise TranscriptError("Give one JSON or JSONL log at a time (or several text files, one per round).")
@@ -265,16 +279,16 @@ def _transcript(texts: list[tuple[str, str]]) -> Transcript:
         raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
                               f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
     if stripped.startswith("["):
-        return parse_json_array(text, name)
+        return parse_json_array(text, name, fmt)
     if stripped.startswith("{"):
-        transcript = parse_jsonl(text, name)
+        transcript = parse_jsonl(text, name, fmt)
         if transcript.rounds or not name.endswith(".json"):
             return transcript
-        return parse_json_array(text, name)
+        return parse_json_array(text, name, fmt)
     return Transcript([text_round("system", text, name)], [], "system_prompt")
 
 
-def load_paths(paths: Sequence[Path], max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
+def load_paths(paths: Sequence[Path], fmt: str | None = None, max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
     """`load_inputs` on files read once each by `read_path`, within one size budget."""
     files: list[tuple[str, bytes]] = []
     left = max_bytes
@@ -282,4 +296,4 @@ def load_paths(paths: Sequence[Path], max_bytes: int = MAX_DOCTOR_BYTES) -> Tran
         name, data = read_path(path, left)
         files.append((name, data))
         left -= len(data)
-    return load_inputs(files, max_bytes)
+    return load_inputs(files, max_bytes, fmt)

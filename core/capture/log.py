@@ -13,9 +13,10 @@ every key the request carried (auth headers, key query parameters) is removed fr
 too deeply nested to parse is kept as text, with ``request_error`` saying so.
 
 The log stays readable whatever happens to the proxy or the disk: each record is one ``write`` of
-the whole line to a file opened with ``O_APPEND`` (no buffer in this process, so a ``kill -9`` leaves
-whole lines); a write that fails (disk full) is reported with how much of it reached the file, and
-the next record starts on a fresh line, as does the first record after a line an earlier crash cut.
+the whole line to a file opened with ``O_APPEND`` (no buffer in this process: what was written is in
+the file; a ``kill -9`` can cut only the line being written, as Linux ends a write early for a fatal
+signal); a write that fails (disk full) is reported with how much of it reached the file, and the
+next record starts on a fresh line, as does the first record after a line an earlier crash cut.
 A log deleted or rotated (moved away) under the proxy is noticed before the next write, and a new
 file is started at the same path.
 """

@@ -64,7 +64,8 @@ if cached is None or cached["digest"] != digest:
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
 kept: dict[str, Any] = cached
 transcript = kept["transcript"]
-if not transcript.rounds:
+decision = doctor.comparison(transcript, ", ".join(n for n, _ in inputs))  # what is compared: the CLI's call too
+if decision.kind == doctor.UNREAD:
     st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
              icon=":material/error:")
     st.stop()
@@ -75,13 +76,13 @@ st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), forma
 if transcript.mixed:
     st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
 
-if transcript.kind == "system_prompt":
-    prompt = transcript.rounds[0].messages[0].text()
-    transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
+if decision.kind == doctor.SINGLE_ROUND:
+    st.error(t("doctor.single_round", name=decision.name), icon=":material/error:")
+    st.stop()
+if decision.kind == doctor.SIMULATE:
     st.subheader(t("doctor.compare_title"))
     st.caption(t("doctor.compare_caption"))
-else:
-    transcripts = {"transcript": transcript}
+transcripts = decision.transcripts
 
 
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
@@ -155,7 +156,7 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("nav.doctor")
+tabs = st.tabs([t(f"strategy.{name}") if name in doctor.SIMULATED_STRATEGIES else t("nav.doctor")
                 for name in transcripts])
 for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:

@@ -42,6 +42,16 @@ def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("LLAMA_MODEL", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def fresh_run_store() -> Iterator[None]:
+    """Each test's app starts with an empty in-memory run store: one test's saved run (a failed round, say)
+    must not show on the next test's page as its newest run."""
+    yield
+    from ui import store
+
+    store._open.clear()
+
+
 @pytest.fixture()
 def fake_api() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as server:

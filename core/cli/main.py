@@ -32,6 +32,7 @@ from core.cli import batch as batch_cli
 from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
+from core.cli import roofline as roofline_cli
 from core.cli.summary import summary_lines
 from core.cli.target import add_target_arguments, target_from_args
 from core.engine.server import EngineError
@@ -42,7 +43,8 @@ from core.export import to_csv, to_json
 from core.records import RoundResult
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
-SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli}
+SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli,
+                                   "roofline": roofline_cli}
 
 COLUMNS = [("experiment", 13), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
            ("reused_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),

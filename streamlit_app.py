@@ -13,6 +13,7 @@ page = st.navigation([
     st.Page("app_pages/output_length.py", title=t("nav.output"), icon=":material/output:"),
     st.Page("app_pages/prefix_cache.py", title=t("nav.cache"), icon=":material/cached:"),
     st.Page("app_pages/batching.py", title=t("batch.nav"), icon=":material/stacks:"),
+    st.Page("app_pages/roofline.py", title=t("roofline.nav"), icon=":material/roofing:"),
     st.Page("app_pages/cache_doctor.py", title=t("doctor.nav"), icon=":material/stethoscope:"),
 ])
 render_sidebar()

@@ -19,6 +19,7 @@ from ui.contract import ExperimentPlan, Records, RunView
 from ui.engine import start_embedded
 from ui.experiment import explain, run_controls, show_run
 from ui.measured import measured
+from ui.roofline import batch_verdict_note, show_prediction
 from ui.secrets import hosted
 from ui.state import BACKEND_KEY
 from ui.texts import texts
@@ -91,8 +92,14 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
             st.warning(t("batch.failed_level", n=level.concurrency, errors=level.errors, total=len(level.streams),
                          error=level.error))
     shown, values = batch_verdict(rows)
-    explain(t, "batch", shown, t("batch.too_few") if shown is None else
-            t("batch.shown" if shown else "batch.not_shown", **values))
+    showable, note = batch_verdict_note(t, values.get("decode_gain"))
+    if shown is None:
+        verdict = t("batch.too_few")
+    elif shown:
+        verdict = f"{t('batch.shown', **values)} {note}"
+    else:  # "run again" only where this machine can show the effect at all
+        verdict = t("batch.not_shown" if showable else "batch.not_shown_here", **values) + " " + note
+    explain(t, "batch", shown, verdict.strip())
 
 
 def price_lens(t: Texts) -> None:
@@ -117,6 +124,7 @@ def price_lens(t: Texts) -> None:
         right.info(t("batch.price_missing"))
 
 
+show_prediction(t, bt.BATCH)
 plan = ExperimentPlan(bt.BATCH, {"levels": levels, "output_tokens": output_tokens, "prompt_tokens": prompt_tokens},
                       bt.plan_batch(levels, output_tokens, prompt_tokens), make_source, steps=len(levels),
                       slots=bt.BATCH_SLOTS)

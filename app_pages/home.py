@@ -48,9 +48,11 @@ if m.batch and m.batch.decode_gain:
 st.markdown("\n\n".join(quotes) if quotes else t("home.no_numbers"), unsafe_allow_html=True)
 
 st.subheader(t("home.timeline_title"))
-prefill_tps = m.prefill_tps or REFERENCE_PREFILL_TPS
-decode_tps = m.decode_tps or REFERENCE_DECODE_TPS
-source = t("home.source_measured") if m.prefill_tps and m.decode_tps else t("home.source_reference")
+# one machine's numbers, never a mix: this session's prefill and decode once both are measured, else the chapter's
+mine = bool(m.prefill_tps and m.decode_tps)
+prefill_tps = m.prefill_tps if mine and m.prefill_tps else REFERENCE_PREFILL_TPS
+decode_tps = m.decode_tps if mine and m.decode_tps else REFERENCE_DECODE_TPS
+source = t("home.source_measured") if mine else t("home.source_reference")
 st.altair_chart(timeline_chart(2000, 40, prefill_tps, decode_tps, t), width="stretch")
 st.caption(t("home.timeline_caption", prompt=2000, output=40, prefill=prefill_tps, decode=decode_tps, source=source))
 

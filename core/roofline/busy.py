@@ -3,7 +3,8 @@
 On 2 cores a browser drawing charts, the app itself and other programs compete with the server,
 and a run's tokens/s then say more about them than about the model. `CpuMeter` reads Linux
 ``/proc/stat`` (all processes) and ``/proc/<pid>/stat`` (the server, and this process) at the start
-and end of a run; elsewhere it measures nothing and says so (`measurable`).
+and end of a run; elsewhere it measures nothing and says so (`measurable`). The server is found
+by the port it listens on (`listening_pid`), so a llama-server the user started is measured too.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 PROC = Path("/proc")
 BUSY_SHARE = 0.75  # the server had less than this share of the CPU time used during the run
@@ -43,6 +45,39 @@ def _process(pid: int) -> int | None:
         return None
     fields = text[text.rfind(")") + 2:].split()  # after the command name, which may hold spaces
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(cols[9])
+    return inodes
+
+
+def listening_pid(url: str) -> int | None:
+    """The process listening on a 127.0.0.1/localhost URL's port (Linux); None for a remote URL or elsewhere."""
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or parts.port is None:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in _listening_inodes(parts.port)}
+    if not wanted:
+        return None
+    for entry in PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) in wanted for fd in (entry / "fd").iterdir()):
+                return int(entry.name)
+        except OSError:  # another user's process, or gone
+            continue
+    return None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from core.engine.cpu import CPUINFO, cache_dir, cpu_key
+from core.roofline.busy import CpuMeter
 
 PROBE = "probe"
 MATMUL_N = 2048
@@ -202,13 +203,22 @@ def measure_bandwidth(working_set: int | None = None, threads: int | None = None
 
 
 def probe(matmul_n: int = MATMUL_N, working_set: int | None = None, budget_s: float = 1.0) -> Roof:
-    """Measure this machine's roofs now (a few seconds at the default sizes)."""
+    """Measure this machine's roofs now (a few seconds at the default sizes).
+
+    ``notes["cpu_share"]`` is the probe's share of the CPU time used meanwhile (Linux): other programs
+    lower both figures, and the page then says to measure again on an idle machine."""
+    meter = CpuMeter(os.getpid())
+    meter.start()
     began = time.perf_counter()
     memory = measure_bandwidth(working_set, budget_s=budget_s)
     compute = measure_compute(matmul_n, budget_s=budget_s)
+    seconds = round(time.perf_counter() - began, 2)
+    share = meter.stop()
+    notes: dict[str, Any] = {"machine_key": machine_key()}
+    if share is not None:
+        notes.update(cpu_share=round(share.server_share, 3), busy=share.busy)
     return Roof(machine=f"{cpu_name()}, {cores()} cores", memory=memory, compute=compute,
-                as_of=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                seconds=round(time.perf_counter() - began, 2), notes={"machine_key": machine_key()})
+                as_of=datetime.now(timezone.utc).isoformat(timespec="seconds"), seconds=seconds, notes=notes)
 
 
 def machine_key() -> str:

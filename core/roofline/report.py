@@ -60,6 +60,10 @@ def lines(report: Report) -> list[str]:
            f"  compute   {si(roof.flops, 'FLOP/s'):>14}  {roof.compute.describe() if roof.compute else 'unknown'}",
            f"  bandwidth {si(roof.bandwidth, 'B/s'):>14}  {roof.memory.describe()}",
            f"  ridge     {roof.ridge:.1f} FLOP/byte" if roof.ridge else "  ridge     unknown (no compute peak)"]
+    if roof.notes.get("busy"):
+        share = 100 * float(roof.notes.get("cpu_share", 0))
+        out.append(f"  the machine was busy while measuring: the probe had {share:.0f} % of the CPU time used, "
+                   "so both figures are low; measure again when it is idle (--rerun)")
     tied = {True: "head tied to the embedding: read whole", False: "embedding looked up by row",
             None: "embedding use unknown"}[model.tied_embeddings]
     kv = f"{model.kv_bytes_per_token:,} B/token" if model.kv_bytes_per_token else "unknown"

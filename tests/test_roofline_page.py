@@ -1,0 +1,106 @@
+"""The roofline in the app (AppTest): predictions on experiments 2 and 4 from the recorded levels of a slow CPU
+(batching cannot show: no "run again") and of a fast one (it can), the fifth page with the probe and the phases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.experiments.batch import BATCH, BatchLevel
+from core.experiments.runner import BackgroundRun
+from core.experiments.samples import recorded_rows
+from core.roofline import peaks
+from core.roofline.peaks import Ceiling, Roof
+from tests.apptest import app, chart_values
+
+# The 2-core Zen 1 of ../shared/notes/roofline.md and a 16-core desktop: recorded probe levels
+SLOW = Roof("AMD EPYC Zen 1, 2 cores", Ceiling(15.3e9, "numpy float64 sum"), Ceiling(73e9, "numpy float32 matmul"),
+            "2026-11-30")
+FAST = Roof("16-core desktop", Ceiling(80e9, "numpy float64 sum"), Ceiling(1.5e12, "numpy float32 matmul"),
+            "2026-11-30")
+
+
+def cache_roof(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, roof: Roof | None) -> None:
+    """This machine's probe cache (the real one the app reads) in a temporary folder, holding ``roof``."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if roof is not None:
+        store = tmp_path / "prefill-lab" / "roofline.json"
+        store.parent.mkdir(parents=True)
+        store.write_text(json.dumps({peaks.machine_key(): roof.to_dict()}))
+
+
+def levels(decode: list[float], prefill: list[float]) -> list[BatchLevel]:
+    return [BatchLevel(n, aggregate_decode_tps=d, per_stream_decode_tps=d / n, aggregate_prefill_tps=p,
+                       prefill_prompt_tokens=600 * n, output_tokens=128 * n)
+            for n, d, p in zip((1, 4), decode, prefill, strict=True)]
+
+
+def batch_history(rows: list[BatchLevel], label: str) -> dict[str, list[BackgroundRun]]:
+    return {BATCH: [BackgroundRun.recorded(BATCH, {"recorded": True}, list(rows), label)]}
+
+
+def texts_of(at) -> str:  # type: ignore[no-untyped-def]
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [i.value for i in at.info]
+                     + [s.value for s in at.success])
+
+
+def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_roof(tmp_path, monkeypatch, SLOW)
+    slow_levels = levels([59.9, 65.9], [100.6, 101.0])  # decode 1.10x from 1 to 4 streams, as measured there
+    at = app(history=batch_history(slow_levels, "Zen 1 levels"))
+    at.run()
+    at.switch_page("app_pages/batching.py").run()
+    assert not at.exception, at.exception
+    text = texts_of(at)
+    assert "this machine cannot show it" in text and "at most about **1.8x**" in text
+    assert "As predicted, this machine cannot show it: decode gained 1.10x" in text
+    assert "run again" not in text.lower()
+    at.switch_page("app_pages/output_length.py").run()
+    assert "about **1.8x** faster per token" in texts_of(at)
+
+
+def test_fast_cpu_page_says_batching_can_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_roof(tmp_path, monkeypatch, FAST)
+    at = app(history=batch_history(levels([60.0, 210.0], [420.0, 430.0]), "desktop levels"), lang="en")
+    at.run()
+    at.switch_page("app_pages/batching.py").run()
+    assert not at.exception, at.exception
+    text = texts_of(at)
+    assert "at most about **7.1x** here" in text and "enough room to show the effect" in text
+    assert "Decode gained 3.50x of the at most 7.1x" in text
+
+
+def test_chinese_prediction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_roof(tmp_path, monkeypatch, SLOW)
+    at = app(lang="zh")
+    at.run()
+    at.switch_page("app_pages/batching.py").run()
+    assert not at.exception and "这台机器演示不出来" in texts_of(at)
+
+
+def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_roof(tmp_path, monkeypatch, None)
+    history: dict[str, list[BackgroundRun]] = {}
+    for experiment in ("input_length", "output_length", BATCH):
+        settings, rows = recorded_rows(experiment)
+        history[experiment] = [BackgroundRun.recorded(experiment, settings, rows, f"Recorded · {experiment}")]
+    at = app(history=history)
+    at.run()
+    at.switch_page("app_pages/roofline.py").run()
+    assert not at.exception, at.exception
+    assert any("Not measured yet" in i.value for i in at.info)
+    at.button(key="roofline_measure").click().run()  # the real probe, a few seconds
+    assert not at.exception, at.exception
+    assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Ridge point"]
+    assert (tmp_path / "prefill-lab" / "roofline.json").is_file()
+    table = at.dataframe[0].value
+    assert list(table["phase"])[:2] == ["prefill", "decode"] and "N" in table
+    assert table["MBU"].str.endswith("%").all()
+    values = chart_values(at)
+    machines = {v["machine"] for v in values if "machine" in v}
+    assert {"Apple M3 Ultra", "NVIDIA H100 SXM"} <= machines and len(machines) == 3
+    runs = {v.get("run") for v in values}
+    assert "experiment 1" in runs and "experiment 4 · N = 8" in runs

@@ -50,7 +50,7 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Texts) ->
         x=x, y=y, color=colour, tooltip=["machine", alt.Tooltip("flops:Q", format=".3s")])]
     if not ridges.empty:
         layers.append(alt.Chart(ridges).mark_point(shape="diamond", size=90, filled=True).encode(
-            x=x, y=y, color=colour, tooltip=["machine", "label"]))
+            x=x, y=y, color=alt.Color("machine:N", scale=colours, legend=None), tooltip=["machine", "label"]))
         layers.append(alt.Chart(ridges).mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="label"))
     if not marks.empty:
         phases = [t("phase.prefill"), t("phase.decode")]
@@ -59,7 +59,7 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Texts) ->
             x=x, y=y,
             color=alt.Color("phase:N", title=None, scale=alt.Scale(domain=phases, range=[PREFILL, DECODE]),
                             legend=alt.Legend(orient="bottom")),
-            shape=alt.Shape("machine:N", title=None, legend=None),
+            shape=alt.Shape("machine:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
             fill=alt.condition(alt.datum.kind == kinds[0], alt.Color("phase:N", scale=alt.Scale(
                 domain=phases, range=[PREFILL, DECODE]), legend=None), alt.value("transparent")),
             tooltip=["machine", "run", "phase", "kind", alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=",.1f"),

@@ -36,7 +36,7 @@ likwid:
 	@sh scripts/ensure-likwid.sh
 
 engine: setup
-	$(BIN)/python -m core.engine.build
+	$(BIN)/python -m core engine --build
 
 run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false

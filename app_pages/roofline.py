@@ -1,12 +1,19 @@
 """Experiment 5: this machine's limits, and where its prefill and decode sit under them."""
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
+from core.experiments import roofline as rf
+from core.experiments.registry import EXPERIMENTS
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement, place
 from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
 from core.roofline.phases import CHAPTER_MODEL, chapter_points
 from core.roofline.report import percent, si
+from ui.content import Texts
+from ui.contract import ExperimentPlan, Records, RunView
+from ui.experiment import explain, run_controls, show_run
 from ui.roofline import (
     ACCELERATOR_KEY,
     BYTES_KEY,
@@ -15,12 +22,33 @@ from ui.roofline import (
     backend_prediction,
     backend_roof,
     local_backend,
-    measure_machine,
     points_table,
     session_points,
 )
 from ui.roofline_chart import Marked, roofline_chart
 from ui.texts import texts
+
+
+def record_table(rows: Sequence[rf.RooflineRecord]) -> pd.DataFrame:
+    return pd.DataFrame.from_records([{"kind": r.kind, "value": si(r.value, r.unit.removesuffix("/s") + "/s"),
+                                       "how": r.how, "error": r.error} for r in rows])
+
+
+RECORDS = Records(table=record_table, name=lambda r: r.kind)
+
+
+def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+    """The run's figures as they arrive, and whether it measured both roofs and both phases."""
+    found = rf.summarize(runs[0].rows) or {}  # type: ignore[arg-type]
+    cells = st.columns(4)
+    for cell, kind, unit in zip(cells, (rf.COMPUTE, rf.BANDWIDTH, rf.PREFILL, rf.DECODE),
+                                ("FLOP/s", "B/s", "tokens/s", "tokens/s"), strict=True):
+        value = found.get(kind)
+        cell.metric(t(f"roofline.metric_{kind}"), (si(value, unit) if unit != "tokens/s" else f"{value:,.1f} {unit}")
+                    if value else "–")
+    shown, values = rf.verdict(runs[0].rows)  # type: ignore[arg-type]
+    explain(t, "roofline", shown, t("roofline.shown", **values) if shown else t("roofline.not_shown"))
+
 
 t = texts()
 st.title(t("roofline.title"))
@@ -28,11 +56,8 @@ st.markdown(t.rich("roofline.idea"), unsafe_allow_html=True)
 
 st.subheader(t("roofline.machine_title"))
 if local_backend():
-    roof = backend_roof()
-    if st.button(t("roofline.measure_again" if roof else "roofline.measure"), type="secondary" if roof else "primary",
-                 icon=":material/speed:", key="roofline_measure"):
-        with st.spinner(t("roofline.measuring")):
-            roof = measure_machine()
+    plan = ExperimentPlan.of(EXPERIMENTS[rf.ID], rf.Settings())
+    show_run(run_controls(plan, recorded=False), draw, rf.ID, RECORDS)
 else:
     names = ["", *ACCELERATORS]
     st.selectbox(t("roofline.accelerator"), names, key=ACCELERATOR_KEY,
@@ -40,7 +65,7 @@ else:
     left, right = st.columns(2)
     left.number_input(t("roofline.params"), min_value=0.0, value=None, step=1.0, key=PARAMS_KEY)
     right.selectbox(t("roofline.bytes_per_weight"), [2.0, 1.0, 0.5], key=BYTES_KEY)
-    roof = backend_roof()
+roof = backend_roof()
 
 if roof is None:
     st.info(t("roofline.no_roof_local" if local_backend() else "roofline.no_roof_api"))
@@ -91,7 +116,7 @@ gpu_model = model or CHAPTER_MODEL
 for phase, context, prompt in ((PREFILL, 250.0, 500), (DECODE, 500.0, None)):
     bound = place(gpu, gpu_model, Measurement(phase, gpu_label, 1.0, context, prompt_tokens=prompt))
     marks.append(Marked(gpu.machine, place(gpu, gpu_model, Measurement(
-        phase, gpu_label, bound.bound_tokens_per_s, context, prompt_tokens=prompt)), measured=False))
+        phase, gpu_label, bound.bound_tps, context, prompt_tokens=prompt)), measured=False))
 st.altair_chart(roofline_chart(roofs, marks, t), width="stretch", key="roofline-chart")
 st.caption(t("roofline.chart_caption", model=gpu_model.name))
 

@@ -95,12 +95,12 @@ def main() -> dict[str, Any]:
     model = from_gguf(find_model())
     with LocalServer(context=2048) as server:
         measure_speed(server.url, "warm up " * 20, 4)
-        speed = max((measure_speed(server.url) for _ in range(3)), key=lambda s: s["decode_tokens_per_s"])
+        speed = max((measure_speed(server.url) for _ in range(3)), key=lambda s: s["decode_tps"])
     prompt = int(speed["prompt_tokens"])
     roof = peaks.probe()
-    prefill = place(roof, model, Measurement(PREFILL, "engine probe", speed["prefill_tokens_per_s"], prompt / 2,
+    prefill = place(roof, model, Measurement(PREFILL, "engine probe", speed["prefill_tps"], prompt / 2,
                                              prompt_tokens=prompt))
-    decode = place(roof, model, Measurement(DECODE, "engine probe", speed["decode_tokens_per_s"],
+    decode = place(roof, model, Measurement(DECODE, "engine probe", speed["decode_tps"],
                                             prompt + speed["answer_tokens"] / 2))
     ratios = {"bandwidth_vs_likwid_load": medians["probe_bw"] / medians["likwid_load"] if "likwid_load" in medians
               else None,
@@ -110,8 +110,8 @@ def main() -> dict[str, Any]:
               if "likwid_peakflops" in medians else None}
     key: dict[str, Any] = {k: round(v, 3) if v is not None else None for k, v in ratios.items()}
     key.update(probe_seconds=round(medians["probe_s"], 2), prefill_mfu=round(prefill.mfu or 0, 3),
-               decode_mbu=round(decode.mbu, 3), prefill_tokens_per_s=speed["prefill_tokens_per_s"],
-               decode_tokens_per_s=speed["decode_tokens_per_s"])
+               decode_mbu=round(decode.mbu, 3), prefill_tps=speed["prefill_tps"],
+               decode_tps=speed["decode_tps"])
     bw_ratio = ratios["bandwidth_vs_likwid_load"] or ratios["bandwidth_vs_stream_triad"]
     key["goal_met"] = bool(bw_ratio is not None and bw_ratio >= 0.9 and medians["probe_s"] < 10)
     data = {"samples": samples, "load_average": loads, "threads": threads, "working_set_bytes": WORKING_SET,

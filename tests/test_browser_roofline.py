@@ -60,7 +60,7 @@ def test_roofline_page_draws_the_users_phases(app_url: str) -> None:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 2400})
-        page.goto(app_url + "/input_length")
+        page.goto(app_url + "/input")
         idle(page)
         page.get_by_role("button", name="Show recorded results").click()
         idle(page)

@@ -119,7 +119,7 @@ def test_phases_on_the_slow_machine_match_the_hand_arithmetic(smol: ModelFacts) 
     assert decode.bytes_per_s == pytest.approx(59.9 * SMOL_BYTES)
     assert decode.mbu == pytest.approx(59.9 * SMOL_BYTES / 15.3e9)  # 37.8 %
     assert decode.intensity == pytest.approx(2 * SMOL_PARAMS / SMOL_BYTES)  # 2.79 FLOP/byte
-    assert decode.bound_by == "memory" and decode.bound_tokens_per_s == pytest.approx(15.3e9 / SMOL_BYTES)
+    assert decode.bound_by == "memory" and decode.bound_tps == pytest.approx(15.3e9 / SMOL_BYTES)
     prefill = place(SLOW, smol, Measurement(PREFILL, "experiment 1", 100.6, 256, prompt_tokens=512))
     flops = 2 * SMOL_PARAMS + 4 * 30 * 576 * 256
     assert prefill.flops_per_s == pytest.approx(100.6 * flops) and prefill.mfu == pytest.approx(100.6 * flops / 73e9)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core.experiments.batch import BATCH, BatchLevel
+from core.experiments import batch
+from core.experiments.batch import BatchLevel
+from core.experiments.registry import EXPERIMENTS
 from core.experiments.runner import BackgroundRun
-from core.experiments.samples import recorded_rows
 from core.roofline import peaks
 from core.roofline.peaks import Ceiling, Roof
 from tests.apptest import app, chart_values
@@ -38,7 +39,7 @@ def levels(decode: list[float], prefill: list[float]) -> list[BatchLevel]:
 
 
 def batch_history(rows: list[BatchLevel], label: str) -> dict[str, list[BackgroundRun]]:
-    return {BATCH: [BackgroundRun.recorded(BATCH, {"recorded": True}, list(rows), label)]}
+    return {batch.ID: [BackgroundRun.recorded(batch.ID, {"recorded": True}, list(rows), label)]}
 
 
 def texts_of(at) -> str:  # type: ignore[no-untyped-def]
@@ -51,13 +52,13 @@ def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatc
     slow_levels = levels([59.9, 65.9], [100.6, 101.0])  # decode 1.10x from 1 to 4 streams, as measured there
     at = app(history=batch_history(slow_levels, "Zen 1 levels"))
     at.run()
-    at.switch_page("app_pages/batching.py").run()
+    at.switch_page("app_pages/batch.py").run()
     assert not at.exception, at.exception
     text = texts_of(at)
     assert "this machine cannot show it" in text and "at most about **1.8x**" in text
     assert "As predicted, this machine cannot show it: decode gained 1.10x" in text
     assert "run again" not in text.lower()
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     assert "about **1.8x** faster per token" in texts_of(at)
 
 
@@ -65,7 +66,7 @@ def test_fast_cpu_page_says_batching_can_show(tmp_path: Path, monkeypatch: pytes
     cache_roof(tmp_path, monkeypatch, FAST)
     at = app(history=batch_history(levels([60.0, 210.0], [420.0, 430.0]), "desktop levels"), lang="en")
     at.run()
-    at.switch_page("app_pages/batching.py").run()
+    at.switch_page("app_pages/batch.py").run()
     assert not at.exception, at.exception
     text = texts_of(at)
     assert "at most about **7.1x** here" in text and "enough room to show the effect" in text
@@ -76,7 +77,7 @@ def test_chinese_prediction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     cache_roof(tmp_path, monkeypatch, SLOW)
     at = app(lang="zh")
     at.run()
-    at.switch_page("app_pages/batching.py").run()
+    at.switch_page("app_pages/batch.py").run()
     assert not at.exception and "这台机器演示不出来" in texts_of(at)
 
 
@@ -84,15 +85,15 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     cache_roof(tmp_path, monkeypatch, None)
     history: dict[str, list[BackgroundRun]] = {}
-    for experiment in ("input_length", "output_length", BATCH):
-        settings, rows = recorded_rows(experiment)
+    for experiment in ("input", "output", batch.ID):
+        settings, rows = EXPERIMENTS[experiment].recorded()
         history[experiment] = [BackgroundRun.recorded(experiment, settings, rows, f"Recorded · {experiment}")]
     at = app(history=history)
     at.run()
     at.switch_page("app_pages/roofline.py").run()
     assert not at.exception, at.exception
     assert any("Not measured yet" in i.value for i in at.info)
-    at.button(key="roofline_measure").click().run()  # the real probe, a few seconds
+    at.button(key="run_roofline").click().run(timeout=600)  # experiment 5: the real probe, then one request
     assert not at.exception, at.exception
     assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Ridge point"]
     assert (tmp_path / "prefill-lab" / "roofline.json").is_file()

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import streamlit as st
 
 from core.backends import API, BACKENDS, ENGINE
 from core.engine.choice import EngineError, find_model
-from core.experiments import rounds as ex
-from core.experiments.batch import BATCH
+from core.experiments import batch, input_length, output_length, roofline
 from core.roofline import peaks
 from core.roofline.arithmetic import (
     MIN_SHOWABLE_GAIN,
@@ -31,12 +31,11 @@ from core.roofline.arithmetic import (
 from core.roofline.hardware import ACCELERATORS
 from core.roofline.model import ModelFacts, from_gguf, from_server, from_user
 from core.roofline.peaks import Roof
-from core.roofline.phases import batch_of, decode_of, prefill_of
+from core.roofline.phases import batch_of, decode_of, prefill_of, probe_phases
 from ui.content import Texts
 from ui.measured import measured, rows_of
 from ui.state import BACKEND_KEY
 
-ROOF_KEY = "roofline_roof"  # this machine's probe, once read or measured in this session
 ACCELERATOR_KEY = "roofline_accelerator"  # an API's hardware, named by the reader ("" = not named)
 PARAMS_KEY = "roofline_params_b"  # an API model's size in billions of weights
 BYTES_KEY = "roofline_bytes_per_weight"
@@ -47,21 +46,13 @@ def local_backend() -> bool:
 
 
 def machine_roof() -> Roof | None:
-    """This machine's roofs if measured in this session or cached from an earlier probe; None otherwise."""
-    if ROOF_KEY not in st.session_state:
-        cached = peaks.cached()
-        if cached is None:
-            return None
-        st.session_state[ROOF_KEY] = cached
-    roof: Roof = st.session_state[ROOF_KEY]
-    return roof
+    """This machine's roofs from its latest probe (experiment 5, or a page's Measure button); None before one."""
+    return peaks.cached()
 
 
 def measure_machine() -> Roof:
-    """Run the probe now (a few seconds) and keep it for the session and the machine's cache."""
-    roof = peaks.machine_roof(rerun=True)
-    st.session_state[ROOF_KEY] = roof
-    return roof
+    """Run the probe now (a few seconds) and keep it as this machine's figures."""
+    return peaks.machine_roof(rerun=True)
 
 
 def backend_roof() -> Roof | None:
@@ -103,9 +94,10 @@ def backend_model() -> ModelFacts | None:
 
 
 def session_measurements() -> list[Measurement]:
-    """Experiments 1, 2 and 4 of this session (their newest runs, recorded ones labelled as such)."""
-    found = [prefill_of(rows_of(ex.INPUT)), decode_of(rows_of(ex.OUTPUT))]
-    return [m for m in found if m is not None] + batch_of(rows_of(BATCH))  # type: ignore[arg-type]
+    """Experiments 1, 2, 4 and 5 of this session (their newest runs, recorded ones labelled as such)."""
+    found = [prefill_of(rows_of(input_length.ID)), decode_of(rows_of(output_length.ID))]
+    return ([m for m in found if m is not None] + batch_of(rows_of(batch.ID))  # type: ignore[arg-type]
+            + probe_phases(rows_of(roofline.ID)))  # type: ignore[arg-type]
 
 
 def session_points(roof: Roof, model: ModelFacts) -> list[PhasePoint]:
@@ -123,12 +115,12 @@ def backend_prediction() -> Prediction | None:
 
 def points_table(points: Sequence[PhasePoint]) -> list[dict[str, object]]:
     return [{"phase": p.measurement.phase, "run": p.measurement.label, "N": p.measurement.streams,
-             "tokens/s": round(p.measurement.tokens_per_s, 1), "FLOP/s": p.flops_per_s, "bytes/s": p.bytes_per_s,
+             "tokens/s": round(p.measurement.tps, 1), "FLOP/s": p.flops_per_s, "bytes/s": p.bytes_per_s,
              "FLOP/byte": round(p.intensity, 2), "MFU": p.mfu, "MBU": p.mbu, "bound": p.bound_by} for p in points]
 
 
 def show_prediction(t: Texts, experiment: str) -> None:
-    """Before a run: what the roofs say experiment 2 (``OUTPUT``) or 4 (``BATCH``) can show on this backend."""
+    """Before a run: what the roofs say experiment 2 (``output``) or 4 (``batch``) can show on this backend."""
     p = backend_prediction()
     if p is None:
         if not local_backend():
@@ -141,7 +133,7 @@ def show_prediction(t: Texts, experiment: str) -> None:
                 measure_machine()
             st.rerun()
         return
-    if experiment == BATCH:
+    if experiment == batch.ID:
         key = "roofline.exp4_predict_yes" if p.can_show_batching else "roofline.exp4_predict_no"
         text = t.rich(key, gain=p.gain_bound, threshold=MIN_SHOWABLE_GAIN,
                       source=t(f"roofline.gain_from_{p.gain_from}"))
@@ -167,3 +159,11 @@ def batch_verdict_note(t: Texts, gain: float | None) -> tuple[bool, str]:
     if p.can_show_batching:
         return True, t("roofline.exp4_verdict", gain=gain, bound=p.gain_bound)
     return False, t("roofline.exp4_cannot", gain=gain, bound=p.gain_bound, threshold=MIN_SHOWABLE_GAIN)
+
+
+def busy_note(t: Texts, cpu: dict[str, Any] | None) -> None:
+    """Beside a verdict: the machine was busy during the run (others took a large share of the CPU)."""
+    if cpu and cpu.get("busy"):
+        others = max(cpu["busy_s"] - cpu["server_s"] - cpu["app_s"], 0.0)
+        st.warning(t("roofline.busy", share=100 * cpu["server_share"], others=others, app=cpu["app_s"]),
+                   icon=":material/speed:")

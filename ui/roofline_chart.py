@@ -40,7 +40,7 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Texts) ->
                             "label": t("roofline.ridge_label", ridge=r.ridge)} for r in roofs if r.ridge and r.flops])
     marks = pd.DataFrame([{"machine": m.machine, "phase": t(f"phase.{m.point.measurement.phase}"),
                            "run": m.point.measurement.label, "intensity": m.point.intensity,
-                           "flops": m.point.flops_per_s, "tokens_per_s": m.point.measurement.tokens_per_s,
+                           "flops": m.point.flops_per_s, "tps": m.point.measurement.tps,
                            "kind": t("roofline.kind_measured" if m.measured else "roofline.kind_bound")}
                           for m in points])
     x = alt.X("intensity:Q", title=t("roofline.x"), scale=alt.Scale(type="log", domain=[LOW, HIGH], nice=False))
@@ -62,7 +62,7 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Texts) ->
             shape=alt.Shape("machine:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
             fill=alt.condition(alt.datum.kind == kinds[0], alt.Color("phase:N", scale=alt.Scale(
                 domain=phases, range=[PREFILL, DECODE]), legend=None), alt.value("transparent")),
-            tooltip=["machine", "run", "phase", "kind", alt.Tooltip("tokens_per_s:Q", title="tokens/s", format=",.1f"),
+            tooltip=["machine", "run", "phase", "kind", alt.Tooltip("tps:Q", title="tokens/s", format=",.1f"),
                      alt.Tooltip("intensity:Q", title="FLOP/byte", format=".3g"),
                      alt.Tooltip("flops:Q", title="FLOP/s", format=".3s")]))
     return alt.layer(*layers).resolve_scale(color="independent").properties(height=420)

@@ -42,8 +42,8 @@ def _measured(model_path: Path) -> list[Measurement]:
     with LocalServer(model=model_path, context=2048) as server:
         speed = measure_speed(server.url)
     prompt, answer = int(speed["prompt_tokens"]), int(speed["answer_tokens"])
-    return [Measurement(PREFILL, "engine probe", speed["prefill_tokens_per_s"], prompt / 2, prompt_tokens=prompt),
-            Measurement(DECODE, "engine probe", speed["decode_tokens_per_s"], prompt + answer / 2)]
+    return [Measurement(PREFILL, "engine probe", speed["prefill_tps"], prompt / 2, prompt_tokens=prompt),
+            Measurement(DECODE, "engine probe", speed["decode_tps"], prompt + answer / 2)]
 
 
 def run(args: argparse.Namespace) -> int:

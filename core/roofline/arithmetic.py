@@ -38,11 +38,11 @@ PROMPT_TOKENS = 500  # the context the predictions assume (the engine probe's pr
 
 @dataclass(frozen=True)
 class Measurement:
-    """One measured phase: ``tokens_per_s`` over all streams, at ``context`` tokens attended on average."""
+    """One measured phase: ``tps`` over all streams, at ``context`` tokens attended on average."""
 
     phase: str  # PREFILL or DECODE
     label: str  # e.g. "experiment 1", "experiment 4 · N = 4", "Mac Studio (chapter)"
-    tokens_per_s: float
+    tps: float
     context: float
     streams: int = 1
     prompt_tokens: int | None = None  # prefill: the prompt's length (how many tokens share one weight read)
@@ -58,7 +58,7 @@ class PhasePoint:
     flops_per_s: float
     bytes_per_s: float
     intensity: float  # FLOP per byte
-    bound_tokens_per_s: float  # what the roofs allow at this intensity
+    bound_tps: float  # what the roofs allow at this intensity
     mfu: float | None  # None where the machine has no compute roof (never a guess)
     mbu: float
     peak_flops: float | None
@@ -89,10 +89,10 @@ def place(roof: Roof, model: ModelFacts, m: Measurement) -> PhasePoint:
     attainable = roof.attainable(intensity)
     bound_by = "compute" if roof.flops is not None and roof.flops <= roof.bandwidth * intensity else "memory"
     return PhasePoint(
-        measurement=m, flops_per_token=flops, bytes_per_token=moved, flops_per_s=m.tokens_per_s * flops,
-        bytes_per_s=m.tokens_per_s * moved, intensity=intensity, bound_tokens_per_s=attainable / flops,
-        mfu=m.tokens_per_s * flops / roof.flops if roof.flops else None,
-        mbu=m.tokens_per_s * moved / roof.bandwidth, peak_flops=roof.flops, peak_bandwidth=roof.bandwidth,
+        measurement=m, flops_per_token=flops, bytes_per_token=moved, flops_per_s=m.tps * flops,
+        bytes_per_s=m.tps * moved, intensity=intensity, bound_tps=attainable / flops,
+        mfu=m.tps * flops / roof.flops if roof.flops else None,
+        mbu=m.tps * moved / roof.bandwidth, peak_flops=roof.flops, peak_bandwidth=roof.bandwidth,
         bound_by=bound_by)
 
 
@@ -100,7 +100,7 @@ def bound(roof: Roof, model: ModelFacts, phase: str, context: float, streams: in
           prompt_tokens: int | None = None) -> float:
     """The most tokens/s the roofs allow a phase (all streams together)."""
     probe = Measurement(phase, "bound", 1.0, context, streams, prompt_tokens)
-    return place(roof, model, probe).bound_tokens_per_s
+    return place(roof, model, probe).bound_tps
 
 
 @dataclass(frozen=True)

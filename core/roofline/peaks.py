@@ -239,16 +239,21 @@ def cached() -> Roof | None:
         return None
 
 
+def save(roof: Roof) -> None:
+    """Keep ``roof`` as this machine's figures (`cached` reads them back)."""
+    try:
+        known = json.loads(_store().read_text())
+    except (OSError, ValueError):
+        known = {}
+    known[machine_key()] = roof.to_dict()
+    _store().parent.mkdir(parents=True, exist_ok=True)
+    _store().write_text(json.dumps(known, indent=1))
+
+
 def machine_roof(rerun: bool = False) -> Roof:
     """This machine's roofs: cached, else (or with ``rerun``) measured now and cached."""
     roof = None if rerun else cached()
     if roof is None:
         roof = probe()
-        try:
-            known = json.loads(_store().read_text())
-        except (OSError, ValueError):
-            known = {}
-        known[machine_key()] = roof.to_dict()
-        _store().parent.mkdir(parents=True, exist_ok=True)
-        _store().write_text(json.dumps(known, indent=1))
+        save(roof)
     return roof

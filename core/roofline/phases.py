@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.experiments import rounds as ex
-from core.experiments import summaries
+from core.experiments import input_length, output_length, summaries
+from core.experiments.base import OUTPUT_PROMPT_TOKENS
 from core.experiments.batch import BatchLevel
+from core.experiments.roofline import RooflineRecord
 from core.records import RoundResult
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement
 from core.roofline.model import ModelFacts
@@ -24,17 +25,18 @@ CHAPTER_MODEL = ModelFacts(name="Qwen3.5-2B Q4_K_M (chapter)", n_params=2_000_00
 
 
 def prefill_of(rows: Sequence[RoundResult], label: str = "experiment 1") -> Measurement | None:
-    tps = summaries.summarize_input(rows).prefill_tokens_per_s
-    prompt = median(r.prompt_tokens for r in rows if r.experiment == ex.INPUT and not r.error and r.prompt_tokens)
+    tps = summaries.summarize_input(rows).prefill_tps
+    ok = [r for r in rows if r.experiment == input_length.ID and not r.error]
+    prompt = median(r.prompt_tokens for r in ok if r.prompt_tokens)
     if not tps or not prompt:
         return None
     return Measurement(PREFILL, label, tps, prompt / 2, prompt_tokens=int(prompt))
 
 
 def decode_of(rows: Sequence[RoundResult], label: str = "experiment 2") -> Measurement | None:
-    tps = summaries.summarize_output(rows).decode_tokens_per_s
-    ok = [r for r in rows if r.experiment == ex.OUTPUT and not r.error]
-    prompt = median(r.prompt_tokens for r in ok if r.prompt_tokens) or ex.OUTPUT_PROMPT_TOKENS
+    tps = summaries.summarize_output(rows).decode_tps
+    ok = [r for r in rows if r.experiment == output_length.ID and not r.error]
+    prompt = median(r.prompt_tokens for r in ok if r.prompt_tokens) or OUTPUT_PROMPT_TOKENS
     answer = median(r.output_tokens for r in ok if r.output_tokens) or 0
     return Measurement(DECODE, label, tps, prompt + answer / 2) if tps else None
 
@@ -45,7 +47,7 @@ def batch_of(levels: Sequence[BatchLevel], label: str = "experiment 4") -> list[
     for level in sorted(levels, key=lambda lv: lv.concurrency):
         n = level.concurrency
         decode = [s for s in level.streams if s.phase == DECODE and not s.error]
-        prompt = median(s.prompt_tokens for s in decode if s.prompt_tokens) or ex.OUTPUT_PROMPT_TOKENS
+        prompt = median(s.prompt_tokens for s in decode if s.prompt_tokens) or OUTPUT_PROMPT_TOKENS
         answer = (level.output_tokens / n) if n else 0
         if level.aggregate_decode_tps:
             found.append(Measurement(DECODE, f"{label} · N = {n}", level.aggregate_decode_tps, prompt + answer / 2, n))
@@ -54,6 +56,12 @@ def batch_of(levels: Sequence[BatchLevel], label: str = "experiment 4") -> list[
             found.append(Measurement(PREFILL, f"{label} · N = {n}", level.aggregate_prefill_tps, each / 2, n,
                                      prompt_tokens=int(each)))
     return found
+
+
+def probe_phases(records: Sequence[RooflineRecord], label: str = "experiment 5") -> list[Measurement]:
+    """The one request of experiment 5: its prefill and decode."""
+    return [Measurement(r.kind, label, r.value, r.context or 0.0, prompt_tokens=r.prompt_tokens)
+            for r in records if r.kind in (PREFILL, DECODE) and r.value and not r.error]
 
 
 def chapter_points(label: str) -> list[Measurement]:

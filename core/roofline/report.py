@@ -30,8 +30,8 @@ class Report:
 
 def build(roof: Roof, model: ModelFacts, measurements: Sequence[Measurement]) -> Report:
     """Place every measurement; G from the first single-stream prefill and decode measured, else the roofs."""
-    prefill = next((m.tokens_per_s for m in measurements if m.phase == PREFILL and m.streams == 1), None)
-    decode = next((m.tokens_per_s for m in measurements if m.phase == DECODE and m.streams == 1), None)
+    prefill = next((m.tps for m in measurements if m.phase == PREFILL and m.streams == 1), None)
+    decode = next((m.tps for m in measurements if m.phase == DECODE and m.streams == 1), None)
     return Report(roof, model, predict(roof, model, prefill, decode), [place(roof, model, m) for m in measurements])
 
 
@@ -81,7 +81,7 @@ def lines(report: Report) -> list[str]:
                    f"{'MFU':>6} {'MBU':>6}")
         for p in report.points:
             m = p.measurement
-            out.append(f"{m.phase:<8} {m.label[:28]:<28} {m.tokens_per_s:>9,.1f} {si(p.flops_per_s, 'FLOP/s'):>12} "
+            out.append(f"{m.phase:<8} {m.label[:28]:<28} {m.tps:>9,.1f} {si(p.flops_per_s, 'FLOP/s'):>12} "
                        f"{si(p.bytes_per_s, 'B/s'):>11} {p.intensity:>7.1f} {percent(p.mfu):>6} {percent(p.mbu):>6}")
         out.append(f"MFU = FLOP/s / {si(roof.flops, 'FLOP/s')}; MBU = bytes/s / {si(roof.bandwidth, 'B/s')}")
     return out

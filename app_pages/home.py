@@ -3,7 +3,9 @@
 import streamlit as st
 
 from ui.charts import prefix_diagram, timeline_chart
+from ui.measure_machine import measure_machine_button
 from ui.measured import measured
+from ui.roofline import backend_prediction
 from ui.texts import texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
@@ -14,7 +16,12 @@ st.title(t("home.title"))
 st.markdown(t.rich("home.intro"), unsafe_allow_html=True)
 
 st.subheader(t("home.your_numbers"))
+measure_machine_button(t)
 quotes = []
+prediction = backend_prediction()
+if prediction is not None:
+    quotes.append(t.rich("home.machine_quote", ratio=prediction.ratio, gain=prediction.gain_bound,
+                         can=t("home.can_batch" if prediction.can_show_batching else "home.cannot_batch")))
 if m.ratio:
     quotes.append(t.rich("home.ratio_quote", prefill=m.prefill_tps, decode=m.decode_tps, ratio=m.ratio))
 else:

@@ -14,7 +14,7 @@ from core.experiments.registry import EXPERIMENTS
 from core.experiments.runner import BackgroundRun
 from core.roofline import peaks
 from core.roofline.peaks import Ceiling, Roof
-from tests.apptest import app, chart_values
+from tests.apptest import api_state, app, chart_values
 
 # The 2-core Zen 1 of ../shared/notes/roofline.md and a 16-core desktop: recorded probe levels
 SLOW = Roof("AMD EPYC Zen 1, 2 cores", Ceiling(15.3e9, "numpy float64 sum"), Ceiling(73e9, "numpy float32 matmul"),
@@ -105,3 +105,19 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     assert {"Apple M3 Ultra", "NVIDIA H100 SXM"} <= machines and len(machines) == 3
     runs = {v.get("run") for v in values}
     assert "experiment 1" in runs and "experiment 4 · N = 8" in runs
+
+
+def test_home_button_measures_this_machine_in_one_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     fake_api) -> None:  # type: ignore[no-untyped-def]
+    """The probe, then short runs of experiments 1, 2 and 4, one after another, all kept in the history."""
+    cache_roof(tmp_path, monkeypatch, None)
+    at = app(**api_state(fake_api))
+    at.run()
+    assert not at.exception, at.exception
+    at.button(key="measure_machine").click().run(timeout=600)
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    history = at.session_state["history"]
+    assert [len(history[e][-1].rows) > 0 for e in ("roofline", "input", "output", "batch")] == [True] * 4
+    assert [r.kind for r in history["roofline"][-1].rows] == ["bandwidth", "compute", "prefill", "decode"]
+    assert peaks.cached() is not None  # the probe's figures are this machine's from now on
+    assert not at.session_state["measure_machine_chain"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,26 @@ def test_home_button_measures_this_machine_in_one_go(tmp_path: Path, monkeypatch
     assert [r.kind for r in history["roofline"][-1].rows] == ["bandwidth", "compute", "prefill", "decode"]
     assert peaks.cached() is not None  # the probe's figures are this machine's from now on
     assert not at.session_state["measure_machine_chain"]
+
+
+def test_sidebar_offers_the_ggufs_local_runners_keep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GGUF in llama.cpp's cache shows in the sidebar; picking it restarts the embedded server with it."""
+    from core.engine.choice import find_model
+    from ui.models import _found
+
+    for name in ("HF_HUB_CACHE", "HF_HOME", "LLAMA_CACHE", "LLAMA_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    cache_roof(tmp_path, monkeypatch, None)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder = tmp_path / ".cache" / "llama.cpp"
+    folder.mkdir(parents=True)
+    (folder / "smol-copy.gguf").symlink_to(find_model())
+    _found.clear()
+    at = app()
+    at.run()
+    box = at.sidebar.selectbox(key="embedded_model")
+    assert box.options == ["SmolLM2-135M (the default)", "smol-copy.gguf · 0.1 GB · llama.cpp"]
+    box.set_value(str(folder / "smol-copy.gguf")).run()
+    assert not at.exception, at.exception
+    assert os.environ["LLAMA_MODEL"] == str(folder / "smol-copy.gguf")
+    assert any("smol-copy.gguf" in c.value for c in at.sidebar.caption)  # the restarted server loaded it

@@ -108,7 +108,8 @@ if roof is not None and model is not None:
     mine = session_points(roof, model)
     roofs.append(roof)
     marks += [Marked(roof.machine, p) for p in mine]
-roofs.append(mac)
+if roof is not mac:
+    roofs.append(mac)
 marks += [Marked(mac.machine, place(mac, CHAPTER_MODEL, m)) for m in chapter_points(mac_label)]
 if roof is not gpu:
     roofs.append(gpu)

@@ -4,7 +4,8 @@ It runs, one after another through the shared run machinery (`ui.experiment.star
 5 (the probe and one request), then short runs of experiments 1, 2 and 4 (`QUICK`: about a minute on
 2 cores). Each run lands in the session's history like any other, so every page quotes it from
 then on. The chain lives in session state: a rerun (a click, a page switch and back) picks it up;
-Stop ends the current run and the chain, keeping what was measured.
+Stop ends the current run and the chain, keeping what was measured. A hosted deploy does not offer
+it: the probe loads every core of the machine it runs on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from core.experiments.runner import FAILED
 from ui.content import Texts
 from ui.contract import ExperimentPlan
 from ui.experiment import history, start_run
+from ui.secrets import hosted
 
 CHAIN_KEY = "measure_machine_chain"  # the ids still to run, the current one first
 QUICK: dict[str, Any] = {
@@ -37,6 +39,8 @@ def _current(experiment: str) -> Any:
 
 def measure_machine_button(t: Texts) -> None:
     """The button, and while the chain runs: which step, its progress, and Stop."""
+    if hosted().hosted:  # the probe would load every core of a shared server: not offered there
+        return
     chain: list[str] = st.session_state.get(CHAIN_KEY) or []
     if not chain:
         if st.button(t("home.measure_machine"), type="primary", icon=":material/speed:", key="measure_machine"):

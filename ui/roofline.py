@@ -68,6 +68,7 @@ def _gguf_facts(path: str, mtime_ns: int) -> ModelFacts:
     return from_gguf(Path(path))
 
 
+@st.cache_data(ttl=10, show_spinner=False)
 def _server_facts(url: str) -> ModelFacts | None:
     try:
         return from_server(httpx.get(url.rstrip("/").removesuffix("/v1") + "/v1/models", timeout=3).json())

@@ -96,16 +96,20 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     assert any("Not measured yet" in i.value for i in at.info)
     at.button(key="run_roofline").click().run(timeout=600)  # experiment 5: the real probe, then one request
     assert not at.exception, at.exception
-    assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Ridge point"]
+    # the run's four figures, then this machine's roofs as cached for every page
+    assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Prefill", "Decode",
+                                            "Compute peak", "Memory bandwidth", "Ridge point"]
+    assert any(s.value.startswith("Measured: the ridge point is") for s in at.success)
     assert (tmp_path / "prefill-lab" / "roofline.json").is_file()
-    table = at.dataframe[0].value
+    assert list(at.dataframe[0].value["kind"]) == ["bandwidth", "compute", "prefill", "decode"]  # the run's records
+    table = at.dataframe[1].value
     assert list(table["phase"])[:2] == ["prefill", "decode"] and "N" in table
     assert table["MBU"].str.endswith("%").all()
     values = chart_values(at)
     machines = {v["machine"] for v in values if "machine" in v}
     assert {"Apple M3 Ultra", "NVIDIA H100 SXM"} <= machines and len(machines) == 3
     runs = {v.get("run") for v in values}
-    assert "experiment 1" in runs and "experiment 4 · N = 8" in runs
+    assert {"experiment 1", "experiment 2", "experiment 4 · N = 8", "experiment 5"} <= runs
 
 
 def test_home_button_measures_this_machine_in_one_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

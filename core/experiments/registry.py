@@ -113,7 +113,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(roofline.ID, "this machine's compute and bandwidth roofs; one request's prefill and decode",
                    ":material/roofing:", roofline.Settings, roofline.rounds, roofline.plan, roofline.prepare,
                    roofline.summarize, roofline.verdict, record=roofline.RooflineRecord, records="roofline",
-                   options=roofline.OPTIONS, default=False),
+                   options=roofline.OPTIONS, sample=roofline.SAMPLE, default=False),
     )
 }
 

@@ -17,6 +17,7 @@ from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.experiments.base import Option, Plan, RunContext
 from core.experiments.prompts import default_document, input_length_messages, nonce
+from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult
 from core.roofline import peaks
 
@@ -24,6 +25,8 @@ ID = "roofline"
 OPTIONS = (Option("--matmul-n", "experiment 5: the probe's matrix size (n x n float32)", int),
            Option("--probe-prompt-tokens", "experiment 5: prompt tokens of its one request", int))
 BANDWIDTH, COMPUTE, PREFILL, DECODE = "bandwidth", "compute", "prefill", "decode"
+# Recorded on this project's 2-core AMD EPYC (Zen 3) while idle; its settings say how (`recorded_with`).
+SAMPLE = SAMPLES_DIR / "embedded_roofline.json"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,14 @@ from ui.connection import connect, current_target
 from ui.content import Texts
 from ui.contract import ExperimentPlan, RunSource, RunView
 from ui.doctor_charts import doctor_chart
-from ui.doctor_sections import audit_section, billing_section, measured_section
+from ui.doctor_sections import (
+    audit_section,
+    billing_section,
+    diagnosis_section,
+    measured_section,
+    timeline_section,
+    unexplained_section,
+)
 from ui.experiment import run_controls, show_run
 from ui.secrets import hosted
 from ui.state import BACKEND_KEY
@@ -33,6 +40,10 @@ server_ready = BACKENDS[st.session_state.get(BACKEND_KEY, "local")].is_llama_ser
 use_server = st.toggle(t("doctor.use_server"), value=server_ready, disabled=not server_ready, key="doctor_use_server",
                        help=t("doctor.use_server_help"))
 
+formats = [None, *doctor.FORMATS]
+log_format = st.selectbox(t("doctor_input.format_select"), formats, key="doctor_format",
+                          help=t("doctor_input.format_help"),
+                          format_func=lambda f: t("doctor_input.format_auto") if f is None else f)
 inputs = [(f.name, f.getvalue()) for f in files or []]
 if not inputs and pasted.strip():
     inputs = [("pasted.jsonl", pasted.encode())]
@@ -40,11 +51,12 @@ if not inputs:
     st.info(t("doctor.empty"))
     st.stop()
 # parsed once per input and kept with its analyses, so a click elsewhere on the page does not redo them
-digest = hashlib.sha256(b"".join(data for _, data in inputs)).hexdigest()
+digest = hashlib.sha256(b"".join(data for _, data in inputs) + str(log_format).encode()).hexdigest()
 cached = st.session_state.get("doctor_input")
 if cached is None or cached["digest"] != digest:
     try:
-        parsed = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES)
+        parsed = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES,
+                                    log_format)
     except doctor.TranscriptError as exc:
         st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
         st.stop()
@@ -58,6 +70,8 @@ for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
+if transcript.mixed:
+    st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
 
 if transcript.kind == "system_prompt":
     prompt = transcript.rounds[0].messages[0].text()
@@ -131,6 +145,9 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
             right.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.new_snippet}</pre>")
             st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{finding.cause}')}")
     measured_section(name, findings, t)
+    unexplained_section(findings, t)
+    diagnosis_section(name, findings, t)
+    timeline_section(name, findings, t)
     audit_section(name, analysis, t)
     billing_section(name, analysis, t)
 

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", action="store_true", help="also send the rounds and report what was recomputed")
     parser.add_argument("--provider", choices=sorted(doctor.BILLING_RULES),
                         help="bill with this provider's rule (default: the one each log's format or usage points to)")
+    parser.add_argument("--format", choices=doctor.FORMATS, dest="log_format",
+                        help="read every line of each log in this format (default: decided for the whole log from "
+                             "all its lines and any endpoint URL)")
     parser.add_argument("--json", type=Path, help="write one record per round as JSON")
     parser.add_argument("--fail-on-break", action="store_true",
                         help="exit 1 when a round breaks the cache for a cause not listed with --allow (a CI gate)")
@@ -46,11 +49,11 @@ def _is_log(path: Path) -> bool:
         return handle.read(4096).lstrip()[:1] in (b"{", b"[")
 
 
-def _inputs(files: list[Path]) -> list[tuple[str, doctor.Transcript]]:
+def _inputs(files: list[Path], fmt: str | None = None) -> list[tuple[str, doctor.Transcript]]:
     """Each JSON/JSONL log on its own; plain text files together, one round each."""
     logs = [p for p in files if _is_log(p)]
     texts = [p for p in files if p not in logs]
-    out = [(str(p), doctor.load_paths([p])) for p in logs]
+    out = [(str(p), doctor.load_paths([p], fmt)) for p in logs]
     if texts:
         out.append((", ".join(map(str, texts)), doctor.load_paths(texts)))
     return out
@@ -100,6 +103,37 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
         if item.issues:
             print(f"breakpoint audit: round {item.round}, {item.where} ({item.tokens:,} tokens, "
                   f"ttl {item.ttl or '-'}): {', '.join(item.issues)}")
+    _print_provider_view(analysis)
+
+
+UNEXPLAINED = {doctor.GAP_OVER_LIFETIME: "the time since the previous round exceeds the cache's lifetime",
+               doctor.BELOW_MINIMUM: "the prompt is below the provider's minimum for this model",
+               doctor.ROUTING_CHANGED: "a different prompt_cache_key or user routed it to another machine",
+               doctor.NOT_PROMISED: "nothing in the payload explains it: the provider promises no hit (eviction, load)"}
+
+
+def _print_provider_view(analysis: doctor.Analysis) -> None:
+    """The provider's own verdict beside the doctor's, and what the payload cannot show."""
+    for f in analysis.findings:
+        if f.verdict == doctor.UNSEEN_TOKENS:
+            print(f"round {f.round}: {f.provider} counted {f.measured_prompt_tokens:,} prompt tokens, "
+                  f"{f.unseen_tokens:,} more than the body shows (web search results, images or files counted "
+                  "server-side): its cached tokens are not compared with the prediction")
+        if f.verdict == doctor.BEFORE_LOG:
+            print(f"round {f.round}: {f.provider} read {f.measured_cached_tokens:,} cached tokens written by "
+                  "requests before this log")
+        if f.unexplained:
+            gap = f" ({f.gap_seconds:,.0f} s after the previous round; lifetime {f.lifetime_seconds} s)" \
+                if f.gap_seconds is not None and f.lifetime_seconds is not None else ""
+            print(f"round {f.round}: the prefix was intact, yet {f.provider} read {f.measured_cached_tokens:,} of "
+                  f"{f.predicted_cached_tokens:,} predicted{gap}. What could explain it: "
+                  + "; ".join(UNEXPLAINED[r] for r in f.unexplained) + ".")
+        if f.provider_reason is not None:
+            missed = f", {f.provider_missed_tokens:,} tokens missed" if f.provider_missed_tokens is not None else ""
+            doctor_says = f.cause if f.breaks_cache else "no break"
+            match = {True: "they agree", False: "THEY DISAGREE", None: "nothing to compare"}[f.diagnosis_agrees]
+            print(f"round {f.round}: the provider's diagnostics say {f.provider_reason} ({f.provider_section}"
+                  f"{missed}); the doctor says {doctor_says}: {match}")
 
 
 def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: list[Any]) -> dict[str, Any]:
@@ -110,14 +144,15 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
         if index < len(replayed):
             record["replay"] = replayed[index].to_dict()
         records.append(record)
-    return {"format": analysis.formats, "rendering": analysis.rendering, "errors": analysis.errors,
+    return {"format": analysis.formats, "mixed": transcript.mixed, "rendering": analysis.rendering,
+            "errors": analysis.errors,
             "notes": transcript.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when analysed, 1 with --fail-on-break and a defect, 2 when input or backend cannot be used."""
     try:
-        inputs = _inputs(args.files)
+        inputs = _inputs(args.files, args.log_format)
     except (OSError, doctor.TranscriptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -150,6 +185,9 @@ def run(args: argparse.Namespace) -> int:
               f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
         for note in transcript.notes:
             print(f"note: {note}")
+        if transcript.mixed:
+            print(f"note: {transcript.mixed}; a change of format between rounds is reported as a mix "
+                  "(format_changed), never as a cache break. Use --format to read every line in one format.")
         _print_findings(analysis, replayed)
         _print_summary(analysis, transcript, args.provider)
     if args.json:

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.doctor.formats import read_body
+from core.doctor.diagnostics import provider_diagnosis
+from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
 from core.experiments.prompts import DocumentError, read_document
 
@@ -46,8 +47,9 @@ def measured(response: Any) -> Measured | None:
         cached = _get(usage, details, "cached_tokens")
         if cached is not None or (details in usage and total in usage):
             return Measured(usage.get(total), int(cached or 0), "cached_tokens")
-    if "cached_tokens" in usage:
-        return Measured(usage.get("prompt_tokens"), int(usage["cached_tokens"] or 0), "cached_tokens")
+    for field in ("cached_tokens", "num_cached_tokens"):  # SGLang and Moonshot; Mistral
+        if field in usage:
+            return Measured(usage.get("prompt_tokens"), int(usage[field] or 0), field)
     timings = response.get("timings")
     if isinstance(timings, dict) and "cache_n" in timings:
         reused = int(timings["cache_n"])
@@ -70,36 +72,46 @@ def _time(line: dict[str, Any]) -> datetime | None:
     return None
 
 
-def read_line(data: Any, where: str) -> Round:
-    """One log entry: a bare request body, or a wrapper holding the request with its response."""
+def _unwrap(data: Any) -> tuple[Any, str, Any, Any]:
+    """A log entry as (request body, endpoint, response, the entry itself): a bare body, or a wrapper."""
     request_key = next((k for k in REQUEST_KEYS if isinstance(data, dict) and isinstance(data.get(k), dict)), None)
     if request_key is None:
-        return read_body(data, where)
+        return data, "", None, None
     request = data[request_key]
     if isinstance(request.get("body"), dict):  # gateway exports: {"request": {"url": ..., "body": {...}}}
         request = {**request["body"], **({"model": request["model"]} if "model" in request else {})}
     endpoint = str(data.get("endpoint") or data.get("url") or data.get("path") or _get(data, request_key, "url") or "")
-    round_ = read_body(request, where, endpoint)
     response = next((data[k] for k in RESPONSE_KEYS if k in data), None)
-    round_.measured = measured(response) or measured(data.get("usage") and {"usage": data["usage"]})
-    round_.time = _time(data)
+    return request, endpoint, response, data
+
+
+def read_line(data: Any, where: str, fmt: str | None = None) -> Round:
+    """One log entry: a bare request body, or a wrapper holding the request with its response."""
+    request, endpoint, response, wrapper = _unwrap(data)
+    round_ = read_body(request, where, endpoint, fmt)
+    if wrapper is not None:
+        round_.measured = measured(response) or measured(wrapper.get("usage") and {"usage": wrapper["usage"]})
+        round_.diagnosis = provider_diagnosis(response)
+        round_.time = _time(wrapper)
     return round_
 
 
-def _read_items(items: Sequence[tuple[str, Any]], kind: str) -> Transcript:
+def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = None) -> Transcript:
+    """Every entry read, in the format decided for the whole log (`formats.decide`), or ``fmt`` when forced."""
+    formats, mixed = decide([_unwrap(data)[:2] for _, data in items], fmt)
     rounds, errors = [], []
-    for where, data in items:
+    for (where, data), line_format in zip(items, formats, strict=True):
         try:
-            rounds.append(read_line(data, where))
+            rounds.append(read_line(data, where, line_format))
         except ValueError as exc:
             message = str(exc)
             errors.append(message if message.startswith(where) else f"{where}: {message}")
     notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
              "only what this body adds is compared" for r in rounds if r.server_history]
-    return Transcript(rounds, errors, kind, notes)
+    return Transcript(rounds, errors, kind, notes, mixed)
 
 
-def parse_jsonl(text: str, name: str = "input") -> Transcript:
+def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
     items, errors = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -108,7 +120,7 @@ def parse_jsonl(text: str, name: str = "input") -> Transcript:
             items.append((f"{name} line {number}", json.loads(line)))
         except json.JSONDecodeError as exc:
             errors.append(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-    transcript = _read_items(items, "jsonl")
+    transcript = _read_items(items, "jsonl", fmt)
     transcript.errors = sorted(errors + transcript.errors, key=_line_number)
     return transcript
 
@@ -118,7 +130,7 @@ def _line_number(error: str) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def parse_json_array(text: str, name: str = "input") -> Transcript:
+def parse_json_array(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -130,14 +142,16 @@ def parse_json_array(text: str, name: str = "input") -> Transcript:
         data = [data]
     if not isinstance(data, list):
         raise TranscriptError(f"{name}: expected a JSON array of request bodies.")
-    return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json")
+    return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json", fmt)
 
 
 LOG_SUFFIXES = (".jsonl", ".json", ".ndjson", ".log")  # names that promise JSON: never read as a prompt
 
-def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
+def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES,
+                fmt: str | None = None) -> Transcript:
     """Read uploaded or named files: one JSONL/JSON log, several text files (one per round, in name
-    order), or one plain text file (a system prompt to compare strategies with)."""
+    order), or one plain text file (a system prompt to compare strategies with). ``fmt`` forces the
+    format of every line of a log (`formats.FORMATS`); by default it is decided for the whole log."""
     if not files:
         raise TranscriptError("No input: upload a JSONL log, a JSON array, or text files.")
     if sum(len(data) for _, data in files) > max_bytes:
@@ -159,14 +173,14 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
         raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
                               f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
     if stripped.startswith("["):
-        return parse_json_array(text, name)
+        return parse_json_array(text, name, fmt)
     if stripped.startswith("{"):
-        transcript = parse_jsonl(text, name)
+        transcript = parse_jsonl(text, name, fmt)
         if transcript.rounds or not name.endswith(".json"):
             return transcript
-        return parse_json_array(text, name)
+        return parse_json_array(text, name, fmt)
     return Transcript([text_round("system", text, name)], [], "system_prompt")
 
 
-def load_paths(paths: Sequence[Path]) -> Transcript:
-    return load_inputs([(p.name, p.read_bytes()) for p in paths])
+def load_paths(paths: Sequence[Path], fmt: str | None = None) -> Transcript:
+    return load_inputs([(p.name, p.read_bytes()) for p in paths], fmt=fmt)

@@ -140,6 +140,9 @@ def show_prediction(t: Texts, experiment: str) -> None:
                       source=t(f"roofline.gain_from_{p.gain_from}"))
     else:
         text = t.rich("roofline.exp2_predict", ratio=p.ratio, low=p.ratio / RATIO_SPREAD, high=p.ratio * RATIO_SPREAD)
+    roof = backend_roof()
+    if roof is not None and roof.notes.get("busy"):  # a busy probe understates both roofs, so R and G too
+        text += " " + t("roofline.prediction_busy", share=100 * float(roof.notes.get("cpu_share", 0)))
     st.markdown(f"**{t('roofline.prediction')}** " + text, unsafe_allow_html=True)
 
 

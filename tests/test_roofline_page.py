@@ -149,3 +149,35 @@ def test_sidebar_offers_the_ggufs_local_runners_keep(tmp_path: Path, monkeypatch
     assert not at.exception, at.exception
     assert os.environ["LLAMA_MODEL"] == str(folder / "smol-copy.gguf")
     assert any("smol-copy.gguf" in c.value for c in at.sidebar.caption)  # the restarted server loaded it
+
+
+def test_a_run_on_a_busy_machine_says_so_beside_the_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            fake_api) -> None:  # type: ignore[no-untyped-def]
+    """The fake API listens on 127.0.0.1 in this process, so this process is the server the run measures;
+    CPU-burning processes started here take the machine, and the page says the machine was busy."""
+    import subprocess
+    import sys
+    import time
+
+    from core.roofline.busy import CpuMeter
+
+    if not CpuMeter.measurable():
+        pytest.skip("the busy measure reads Linux /proc")
+    cache_roof(tmp_path, monkeypatch, None)
+    fake_api.token_delay = 0.03  # each answer takes a while, so the run lasts long enough to measure
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.5)
+        at = app(**api_state(fake_api))
+        at.run()
+        at.switch_page("app_pages/output.py").run()
+        at.multiselect(key="output_lengths").set_value([8, 16, 32]).run()
+        at.button(key="run_output").click().run(timeout=300)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert not at.exception, at.exception
+    cpu = at.session_state["history"]["output"][-1].settings["cpu"]
+    assert cpu is not None and cpu["busy"], cpu
+    assert any(w.value.startswith("The machine was busy: the server had") for w in at.warning)

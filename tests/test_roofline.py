@@ -83,14 +83,14 @@ def test_smollm2_gguf_facts_match_the_hand_count(smol: ModelFacts) -> None:
 
 def test_untied_model_reads_one_embedding_row() -> None:
     """A model with its own head reads one row of the embedding table per token, not the table."""
-    gguf = pytest.importorskip("gguf")  # installed with requirements-local.txt
+    import gguf  # installed with requirements-local.txt
+    import numpy as np
+
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"untied-{os.getpid()}.gguf"
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_block_count(1)
     writer.add_embedding_length(8)
     writer.add_head_count(2)
-    import numpy as np
-
     writer.add_tensor("token_embd.weight", np.zeros((100, 8), dtype=np.float32))
     writer.add_tensor("output.weight", np.zeros((100, 8), dtype=np.float32))
     writer.add_tensor("blk.0.attn_q.weight", np.zeros((8, 8), dtype=np.float32))

@@ -2,6 +2,7 @@
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -52,7 +53,7 @@ if not inputs:
     st.stop()
 # parsed once per input and kept with its analyses, so a click elsewhere on the page does not redo them
 digest = hashlib.sha256(b"".join(data for _, data in inputs) + str(log_format).encode()).hexdigest()
-cached = st.session_state.get("doctor_input")
+cached: dict[str, Any] | None = st.session_state.get("doctor_input")
 if cached is None or cached["digest"] != digest:
     try:
         parsed = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES,
@@ -61,8 +62,10 @@ if cached is None or cached["digest"] != digest:
         st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
         st.stop()
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
-transcript = cached["transcript"]
-if not transcript.rounds:
+kept: dict[str, Any] = cached
+transcript = kept["transcript"]
+decision = doctor.comparison(transcript, ", ".join(n for n, _ in inputs))  # what is compared: the CLI's call too
+if decision.kind == doctor.UNREAD:
     st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
              icon=":material/error:")
     st.stop()
@@ -73,18 +76,18 @@ st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), forma
 if transcript.mixed:
     st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
 
-if transcript.kind == "system_prompt":
-    prompt = transcript.rounds[0].messages[0].text()
-    transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
+if decision.kind == doctor.SINGLE_ROUND:
+    st.error(t("doctor.single_round", name=decision.name), icon=":material/error:")
+    st.stop()
+if decision.kind == doctor.SIMULATE:
     st.subheader(t("doctor.compare_title"))
     st.caption(t("doctor.compare_caption"))
-else:
-    transcripts = {"transcript": transcript}
+transcripts = decision.transcripts
 
 
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
     """Analysis per transcript and backend, kept with the input (rendering with a server costs requests)."""
-    cache = cached["analyses"]
+    cache = kept["analyses"]
     target = current_target() if use_server else None
     key = (name, target.url if target else None)
     if key not in cache:
@@ -153,7 +156,7 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("nav.doctor")
+tabs = st.tabs([t(f"strategy.{name}") if name in doctor.SIMULATED_STRATEGIES else t("nav.doctor")
                 for name in transcripts])
 for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:
@@ -175,7 +178,7 @@ def make_source(conn: Connection) -> RunSource:
     return rows
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     """Measured against predicted, per transcript, redrawn after every replayed round."""
     rows = runs[0].rows
     for name, analysis in analyses.items():

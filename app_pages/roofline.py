@@ -39,14 +39,14 @@ RECORDS = Records(table=record_table, name=lambda r: r.kind)
 
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     """The run's figures as they arrive, and whether it measured both roofs and both phases."""
-    found = rf.summarize(runs[0].rows) or {}  # type: ignore[arg-type]
+    found = rf.summarize(runs[0].rows) or {}
     cells = st.columns(4)
     for cell, kind, unit in zip(cells, (rf.COMPUTE, rf.BANDWIDTH, rf.PREFILL, rf.DECODE),
                                 ("FLOP/s", "B/s", "tokens/s", "tokens/s"), strict=True):
         value = found.get(kind)
         cell.metric(t(f"roofline.metric_{kind}"), (si(value, unit) if unit != "tokens/s" else f"{value:,.1f} {unit}")
                     if value else "–")
-    shown, values = rf.verdict(runs[0].rows)  # type: ignore[arg-type]
+    shown, values = rf.verdict(runs[0].rows)
     explain(t, "roofline", shown, t("roofline.shown", **values) if shown else t("roofline.not_shown"))
 
 

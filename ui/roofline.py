@@ -18,6 +18,9 @@ import streamlit as st
 from core.backends import API, BACKENDS, ENGINE
 from core.engine.choice import EngineError, find_model
 from core.experiments import batch, input_length, output_length, roofline
+from core.experiments.batch import BatchLevel
+from core.experiments.roofline import RooflineRecord
+from core.records import RoundResult
 from core.roofline import peaks
 from core.roofline.arithmetic import (
     MIN_SHOWABLE_GAIN,
@@ -96,9 +99,9 @@ def backend_model() -> ModelFacts | None:
 
 def session_measurements() -> list[Measurement]:
     """Experiments 1, 2, 4 and 5 of this session (their newest runs, recorded ones labelled as such)."""
-    found = [prefill_of(rows_of(input_length.ID)), decode_of(rows_of(output_length.ID))]
-    return ([m for m in found if m is not None] + batch_of(rows_of(batch.ID))  # type: ignore[arg-type]
-            + probe_phases(rows_of(roofline.ID)))  # type: ignore[arg-type]
+    found = [prefill_of(rows_of(input_length.ID, RoundResult)), decode_of(rows_of(output_length.ID, RoundResult))]
+    return ([m for m in found if m is not None] + batch_of(rows_of(batch.ID, BatchLevel))
+            + probe_phases(rows_of(roofline.ID, RooflineRecord)))
 
 
 def session_points(roof: Roof, model: ModelFacts) -> list[PhasePoint]:

@@ -14,12 +14,12 @@ import html
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.backends.tokens import EstimatingTokenCounter, TokenCounter
 from core.doctor import causes
 from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
 from core.doctor.rules import BillingRule, bill_round, rule_for
-from core.experiments.prompts import EstimatingTokenCounter, TokenCounter
 
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
 AGREE, PROVIDER_MISSED, PROVIDER_HIT_MORE = "agree", "provider_missed", "provider_hit_more"

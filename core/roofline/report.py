@@ -12,7 +12,7 @@ from typing import Any
 
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement, PhasePoint, Prediction, place, predict
 from core.roofline.model import ModelFacts
-from core.roofline.peaks import Roof
+from core.roofline.peaks import PROBE, Roof
 
 
 @dataclass
@@ -56,7 +56,9 @@ def lines(report: Report) -> list[str]:
     """The report as the CLI prints it."""
     roof, model, pred = report.roof, report.model, report.prediction
     took = f", {roof.seconds:.1f} s" if roof.seconds is not None else ""
-    out = [f"Machine: {roof.machine} (measured {roof.as_of}{took})",
+    origin = (f"measured {roof.as_of}{took}" if roof.memory.source == PROBE
+              else f"datasheet read {roof.as_of}: {roof.memory.source}")
+    out = [f"Machine: {roof.machine} ({origin})",
            f"  compute   {si(roof.flops, 'FLOP/s'):>14}  {roof.compute.describe() if roof.compute else 'unknown'}",
            f"  bandwidth {si(roof.bandwidth, 'B/s'):>14}  {roof.memory.describe()}",
            f"  ridge     {roof.ridge:.1f} FLOP/byte" if roof.ridge else "  ridge     unknown (no compute peak)"]

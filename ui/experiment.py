@@ -23,9 +23,11 @@ from core.experiments.runner import FAILED, RUNNING, STOPPED, WAITING, Backgroun
 from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.records import RoundResult
+from core.roofline.busy import metered
 from ui.connection import connect, current_target
 from ui.content import Texts
 from ui.contract import DrawRuns, ExperimentPlan, Records, RunView
+from ui.roofline import busy_note
 from ui.secrets import hosted
 from ui.store import (
     finish_saving,
@@ -78,7 +80,9 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
               time=datetime.now().strftime("%H:%M:%S"))
     settings = {**conn.describe(), **plan.settings}
     run_id, rows = start_saving(plan.experiment, settings, label,  # saved round by round, as the worker gets them
-                                lambda cancel, progress: source(RunContext(conn, cancel, progress)), target.api_key)
+                                metered(lambda cancel, progress: source(RunContext(conn, cancel, progress)),
+                                        target.url or "", settings),  # + "cpu": the server's share, at the end
+                                target.api_key)
 
     def finished() -> None:
         try:
@@ -198,6 +202,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
                 shown_rows, shown_status = len(snap.rows), snap.status
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+                    busy_note(t, run.settings.get("cpu"))
                     st.subheader(t("common.table"))
                     st.dataframe(
                         records.table(snap.rows),

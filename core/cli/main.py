@@ -36,6 +36,7 @@ from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
 from core.cli import report as report_cli
+from core.cli import roofline as roofline_cli
 from core.cli import runs as runs_cli
 from core.cli.summary import summary_lines
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
@@ -50,7 +51,8 @@ from core.store import RunStore
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
 SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli,
-                                      "runs": runs_cli, "report": report_cli}
+                                      "runs": runs_cli, "report": report_cli,
+                                      "roofline": roofline_cli}
 DEFAULT_RUN = [spec.id for spec in EXPERIMENTS.values() if spec.default]
 
 COLUMNS = [("experiment", 10), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),

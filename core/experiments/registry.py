@@ -30,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from core.backends.connect import Connection
-from core.experiments import batch, batch_summary, input_length, output_length, prefix_cache, summaries, verdicts
+from core.experiments import (
+    batch,
+    batch_summary,
+    input_length,
+    output_length,
+    prefix_cache,
+    roofline,
+    summaries,
+    verdicts,
+)
 from core.experiments.base import Option, Plan, RunContext, widget_settings
 from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
 from core.export import Record, RecordType, from_json
@@ -106,6 +115,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                    batch.Settings, batch.rounds, batch.plan, batch.prepare, batch_summary.summarize_batch,
                    batch_summary.batch_verdict, record=batch.BatchLevel, records="levels", options=batch.OPTIONS,
                    sample=EMBEDDED_BATCH, slots=batch.slots, default=False),
+        Experiment(roofline.ID, "this machine's compute and bandwidth roofs; one request's prefill and decode",
+                   ":material/roofing:", roofline.Settings, roofline.rounds, roofline.plan, roofline.prepare,
+                   roofline.summarize, roofline.verdict, record=roofline.RooflineRecord, records="roofline",
+                   options=roofline.OPTIONS, sample=roofline.SAMPLE, default=False),
     )
 }
 

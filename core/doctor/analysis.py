@@ -13,7 +13,7 @@ import html
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from core.doctor import causes
+from core.doctor import causes, template
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
 from core.doctor.rules import bill_round, rule_for
@@ -154,4 +154,6 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
             finding.measured_prompt_tokens = cur_round.measured.prompt_tokens
             finding.verdict = verdict(finding.predicted_cached_tokens, cur_round.measured.cached_tokens,
                                       cur_round.measured.prompt_tokens or tokens)
+    if backend is not None:  # a llama-server: breaks its chat template makes in a body that kept its prefix
+        template.mark_rewrites(analysis, template.check(transcript, backend))
     return analysis

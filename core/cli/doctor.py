@@ -6,6 +6,7 @@ wrapper such as ``python -m core capture`` writes); several plain text files are
 round. Without ``--backend`` the analysis is static (a stable serialization, token estimates);
 with a llama-server it uses its chat template and exact counts, and ``--replay`` measures.
 ``--fail-on-break`` exits 1 when a round breaks the cache for a cause not listed with ``--allow``.
+``--write-fixed`` and ``--prove-fix``: see `core.cli.doctor_fix`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import httpx
 from core import doctor
 from core.backends import BACKENDS
 from core.backends.connect import open_connection
+from core.cli import doctor_fix
 from core.cli.target import add_target_arguments, target_from_args
+from core.doctor import fix
 from core.engine.server import EngineError
 
 
@@ -39,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 when a round breaks the cache for a cause not listed with --allow (a CI gate)")
     parser.add_argument("--allow", action="append", default=[], choices=doctor.CAUSES, metavar="CAUSE",
                         help=f"a cause you accept (repeatable): {', '.join(doctor.CAUSES)}")
+    doctor_fix.add_arguments(parser)
 
 
 def _is_log(path: Path) -> bool:
@@ -134,10 +138,14 @@ def run(args: argparse.Namespace) -> int:
               "rounds (a single text file is read as one system prompt: the app's Cache doctor page compares "
               "experiment 3's strategies around it).", file=sys.stderr)
         return 2
-    results = []
+    fixed = doctor_fix.fix_input(args, inputs) if doctor_fix.wanted(args) else None
+    if doctor_fix.wanted(args) and fixed is None:
+        return 2
+    results, proof = [], []
     with ExitStack() as stack:
         try:
-            conn = None if args.backend is None else stack.enter_context(open_connection(target_from_args(args, stack)))
+            server = args.backend is not None or args.prove_fix  # the proof needs one: the embedded unless named
+            conn = stack.enter_context(open_connection(target_from_args(args, stack))) if server else None
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
@@ -145,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
             analysis = doctor.analyse(transcript, conn.counter if conn else None, conn.backend if conn else None)
             replayed = list(doctor.replay(transcript, conn.backend)) if args.replay and conn else []
             results.append((name, transcript, analysis, replayed))
+        if args.prove_fix and conn and fixed and fixed.fixed:
+            proof = list(fix.prove(inputs[0][1], fix.fixed_transcript(inputs[0][0], fixed), conn.backend))
     for name, transcript, analysis, replayed in results:
         print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
               f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
@@ -152,8 +162,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}")
         _print_findings(analysis, replayed)
         _print_summary(analysis, transcript, args.provider)
+    if fixed:
+        doctor_fix.print_fix(fixed, proof, args.write_fixed)
     if args.json:
         records = [{"file": name, **_record(a, t, r)} for name, t, a, r in results]
+        if fixed:
+            records[0]["fix"] = doctor_fix.record(fixed, proof)
         args.json.write_text(json.dumps(records[0] if len(records) == 1 else {"files": records}, indent=2))
     if args.fail_on_break:
         defects = [(name, f) for name, _, a, _ in results for f in a.findings

@@ -5,7 +5,9 @@ OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `m
 `render` turns each round into the text its provider caches, in the provider's order; `analysis`
 compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
 bills what each provider would cache; `audit` checks Anthropic breakpoints; `replay` sends the
-rounds to a real server.
+rounds to a real server. With a llama-server, `template` renders every round with the server's chat
+template and names the turn a template rewrote although the body kept its prefix; `fix` rewrites the
+rounds for the causes that can be fixed mechanically and replays before and after (the proof).
 """
 
 from core.doctor.analysis import (

@@ -69,9 +69,8 @@ def print_fix(fixed: fix.FixedLog, proof: list[RoundResult], out: Path | None) -
     for row in table:
         print(f"{row.round:>5} {_pair(row.before_recomputed, row.before_prompt):>26} "
               f"{_pair(row.after_recomputed, row.after_prompt):>25}")
-    errors = [r for r in proof if r.error]
-    for row in errors:
-        print(f"fix: replay {row.strategy} round {row.round} failed: {row.error}")
+    for failed in (r for r in proof if r.error):
+        print(f"fix: replay {failed.strategy} round {failed.round} failed: {failed.error}")
     later = [r for r in table[1:] if r.before_recomputed is not None and r.after_recomputed is not None]
     if later:
         before = sum(r.before_recomputed or 0 for r in later)

@@ -138,9 +138,9 @@ def test_cli_write_fixed_gives_a_log_the_doctor_finds_no_break_in(tmp_path):
     assert again.returncode == 0 and "No round breaks the cache" in again.stdout
 
 
-def _timestamp_first_log(rounds: int = 4) -> str:
+def _timestamp_first_log(rounds: int = 4, chars: int = 1600) -> str:
     """An agent that writes the time first in its system prompt, and a new time every round."""
-    document = default_document()[:1600]
+    document = default_document()[:chars]
     lines, history = [], [{"role": "user", "content": "Summarise the first section."}]
     for n in range(rounds):
         system = {"role": "system", "content": f"Current time: 2026-12-01T09:{n:02d}:17Z\n{document}"}

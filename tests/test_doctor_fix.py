@@ -129,7 +129,8 @@ def test_a_text_input_cannot_be_fixed():
 def test_cli_write_fixed_gives_a_log_the_doctor_finds_no_break_in(tmp_path):
     out, report = tmp_path / "fixed.jsonl", tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "core", "doctor", str(FIXTURES / "timestamp.jsonl"),
-                           "--write-fixed", str(out), "--json", str(report)], capture_output=True, text=True, timeout=120)
+                           "--write-fixed", str(out), "--json", str(report)],
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "fix: the fixed log has no cache break." in proc.stdout
     assert json.loads(report.read_text())["fix"]["fixed"] == [doctor.TIMESTAMP]

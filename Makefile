@@ -33,7 +33,7 @@ qemu:
 	@sh scripts/ensure-qemu.sh
 
 engine: setup
-	$(BIN)/python -m core.engine.build
+	$(BIN)/python -m core engine --build
 
 run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false

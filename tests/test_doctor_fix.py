@@ -165,3 +165,21 @@ def test_the_fix_is_proven_on_the_embedded_server(local):
         assert row.before_recomputed >= 0.9 * row.before_prompt, "as logged, every round recomputes nearly all"
         assert row.after_recomputed <= 80, "fixed, only the new tail is recomputed"
         assert row.after_prompt >= row.before_prompt  # nothing was dropped: the time moved to the end
+
+
+def test_a_changing_time_inside_a_tool_result_is_data_and_stays():
+    system = {"role": "system", "content": "You check the build. " * 40}
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "status", "arguments": "{}"}}]}
+    results = ["checked at 2026-12-01T09:00:00Z: green", "checked at 2026-12-01T09:00:00Z: green",
+               "checked at 2026-12-01T09:04:10Z: green"]
+    tail = [{"role": "assistant", "content": "Green."}, {"role": "user", "content": "Again?"},
+            {"role": "assistant", "content": "Still green."}, {"role": "user", "content": "Thanks."}]
+    rounds = [[system, {"role": "user", "content": "Is the build green?"}, call,
+               {"role": "tool", "tool_call_id": "c1", "content": result}] + tail[:2 * n]
+              for n, result in enumerate(results)]
+    text = "\n".join(json.dumps({"model": "m", "messages": m}) for m in rounds) + "\n"
+    before = _first_break(text)
+    assert before is not None and before.cause == doctor.TIMESTAMP and before.message_index == 3
+    fixed = fix.fix_log("build.jsonl", text)
+    assert fixed.fixed == [] and fixed.left == [doctor.TIMESTAMP] and fixed.text == text

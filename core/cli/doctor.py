@@ -115,7 +115,7 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
             record["replay"] = replayed[index].to_dict()
         records.append(record)
     return {"format": analysis.formats, "rendering": analysis.rendering, "errors": analysis.errors,
-            "notes": transcript.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
+            "notes": analysis.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     for name, transcript, analysis, replayed in results:
         print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
               f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
-        for note in transcript.notes:
+        for note in analysis.notes:  # the input's, and the chat template check's
             print(f"note: {note}")
         _print_findings(analysis, replayed)
         _print_summary(analysis, transcript, args.provider)

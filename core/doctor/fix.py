@@ -2,8 +2,9 @@
 
 Fixable (`FIXABLE`), because the fix changes no meaning and needs no judgement:
 
-- a timestamp or random id early in the prompt (`TIMESTAMP`, `RANDOM_ID`): the changing value moves to
-  the end. It leaves the message the doctor found it in (the whole line when that line is at most
+- a timestamp or random id early in the prompt (`TIMESTAMP`, `RANDOM_ID`), in the instructions or a
+  user's words (never in a tool call or result, where it is data): the changing value moves to the end.
+  It leaves the message the doctor found it in (the whole line when that line is at most
   `MOVE_LINE_CHARS` characters, else the value alone) and is appended to the round's last message after
   a blank line; later rounds send that message with the value it had, as an agent that appends the time
   to each new turn would. Only values that differ between rounds move: a date that stays is left alone.
@@ -296,18 +297,30 @@ def _sort_json(rounds: list[tuple[_Entry, Round]], indexes: set[int | None], cha
     changes.append(f"sorted the JSON keys in {where}")
 
 
+def _said(rounds: list[tuple[_Entry, Round]], number: int, index: int) -> bool:
+    """Whether a message is instructions or a user's words (a value moves out of those, never out of a tool
+    call or its result, where it is data)."""
+    messages = rounds[number - 1][1].messages
+    return index < len(messages) and messages[index].role in ("system", "developer", "user") and not any(
+        b.field == "tool_calls" or b.text.startswith("<tool_call_id>") for b in messages[index].blocks)
+
+
 def _apply(analysis: Analysis, rounds: list[tuple[_Entry, Round]], changes: list[str]) -> set[str]:
+    """Fix each fixable cause the analysis found; the causes acted on."""
     found = [f for f in analysis.findings if f.breaks_cache and f.cause in FIXABLE]
-    volatile = sorted({f.message_index for f in found if f.cause in (TIMESTAMP, RANDOM_ID)
-                       and f.message_index is not None})
-    for index in volatile:
+    moving = [f for f in found if f.cause in (TIMESTAMP, RANDOM_ID) and f.message_index is not None
+              and _said(rounds, f.round, f.message_index)]
+    for index in sorted({f.message_index for f in moving if f.message_index is not None}):
         _move_volatile(rounds, index, changes)
+    applied = {f.cause for f in moving}
     if any(f.cause == TOOL_ORDER for f in found):
         _sort_tools(rounds, changes)
+        applied.add(TOOL_ORDER)
     json_at = {f.message_index for f in found if f.cause == JSON_KEY_ORDER}
     if json_at:
         _sort_json(rounds, json_at, changes)
-    return {f.cause for f in found}
+        applied.add(JSON_KEY_ORDER)
+    return applied
 
 
 def fix_log(name: str, text: str) -> FixedLog:
@@ -327,7 +340,7 @@ def fix_log(name: str, text: str) -> FixedLog:
         fixed |= applied
         rounds = [(entry, read_line(entry.item, round_.source)) for entry, round_ in rounds]
         analysis = analyse(Transcript([r for _, r in rounds]))
-    left = sorted({f.cause for f in before.findings if f.breaks_cache and f.cause not in FIXABLE})
+    left = sorted({f.cause for f in before.findings if f.breaks_cache and f.cause not in fixed})
     return FixedLog(_write(kind, data, entries) if fixed else text, kind, sorted(fixed), left, changes, before,
                     analysis)
 

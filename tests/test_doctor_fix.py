@@ -161,6 +161,7 @@ def test_the_fix_is_proven_on_the_embedded_server(local):
     assert [r.error for r in rows] == [""] * 8
     table = fix.proof_table(rows)
     assert [r.round for r in table] == [1, 2, 3, 4]
+    assert table[0].after_recomputed >= 0.9 * table[0].after_prompt, "each replay starts cold"
     for row in table[1:]:
         assert row.before_recomputed >= 0.9 * row.before_prompt, "as logged, every round recomputes nearly all"
         assert row.after_recomputed <= 80, "fixed, only the new tail is recomputed"

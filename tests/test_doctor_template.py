@@ -80,7 +80,7 @@ def test_the_template_that_drops_earlier_reasoning_rewrote_turn_2(qwen3):
     # the server itself agrees: in round 3 it re-processes everything from turn 2 on
     rows = list(doctor.replay(transcript, qwen3.backend))
     assert [r.error for r in rows] == [""] * 3
-    assert rows[2].reused_tokens < rows[1].prompt_tokens - 20
+    assert rows[2].cached_tokens < rows[1].prompt_tokens - 20
     assert abs(rows[2].recomputed_tokens - finding.recomputed_tokens) <= 8
 
 

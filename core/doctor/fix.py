@@ -23,6 +23,7 @@ is written in the input's own shape (JSONL lines or a JSON array, wrappers and r
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,9 +370,13 @@ class ProofRound:
 
 def prove(original: Transcript, fixed: Transcript, backend: Any, cancel: Any = None,
           on_progress: Callable[[dict[str, Any]], None] | None = None) -> Iterator[RoundResult]:
-    """Replay the original rounds (strategy ``before``), then the fixed ones (``after``), on ``backend``."""
-    yield from replay(original, backend, cancel, on_progress, label=BEFORE)
-    yield from replay(fixed, backend, cancel, on_progress, label=AFTER)
+    """Replay the original rounds (strategy ``before``), then the fixed ones (``after``), on ``backend``.
+
+    Each replay starts with a tag of its own, so round 1 is cold in both and neither reuses what an earlier
+    run (an earlier proof of the same log, or the other replay) left in the server's cache or memory."""
+    nonce = secrets.token_hex(6)
+    yield from replay(original, backend, cancel, on_progress, label=BEFORE, tag=f"proof {nonce} {BEFORE}")
+    yield from replay(fixed, backend, cancel, on_progress, label=AFTER, tag=f"proof {nonce} {AFTER}")
 
 
 def proof_table(rows: list[RoundResult]) -> list[ProofRound]:

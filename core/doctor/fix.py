@@ -374,9 +374,8 @@ def prove(original: Transcript, fixed: Transcript, backend: Any, cancel: Any = N
 
     Each replay starts with a tag of its own, so round 1 is cold in both and neither reuses what an earlier
     run (an earlier proof of the same log, or the other replay) left in the server's cache or memory."""
-    nonce = secrets.token_hex(6)
-    yield from replay(original, backend, cancel, on_progress, label=BEFORE, tag=f"proof {nonce} {BEFORE}")
-    yield from replay(fixed, backend, cancel, on_progress, label=AFTER, tag=f"proof {nonce} {AFTER}")
+    yield from replay(original, backend, cancel, on_progress, label=BEFORE, tag=secrets.token_hex(6))
+    yield from replay(fixed, backend, cancel, on_progress, label=AFTER, tag=secrets.token_hex(6))
 
 
 def proof_table(rows: list[RoundResult]) -> list[ProofRound]:

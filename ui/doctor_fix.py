@@ -64,14 +64,16 @@ def _run(original: doctor.Transcript, fixed: doctor.Transcript, t: Texts) -> lis
     return rows
 
 
-def proven_fix_section(name: str, data: bytes, transcript: doctor.Transcript, digest: str, t: Texts) -> None:
-    """Fix what can be fixed mechanically; offer the fixed log; prove it on a llama-server when asked."""
+def proven_fix_section(name: str, data: bytes, transcript: doctor.Transcript, digest: str, t: Texts,
+                       fmt: str | None = None) -> None:
+    """Fix what can be fixed mechanically; offer the fixed log; prove it on a llama-server when asked
+    (``fmt``: the format the page was told to read every line in, if any)."""
     if transcript.kind not in ("jsonl", "json"):
         return
     st.subheader(t("doctor_fix.title"))
     st.caption(t("doctor_fix.caption"))
     try:
-        fixed = fix.fix_log(name, data.decode("utf-8"))
+        fixed = fix.fix_log(name, data.decode("utf-8"), fmt)
     except (doctor.TranscriptError, UnicodeDecodeError) as exc:
         st.warning(f"{t('doctor_fix.cannot')} {exc}", icon=":material/warning:")
         return
@@ -94,7 +96,7 @@ def proven_fix_section(name: str, data: bytes, transcript: doctor.Transcript, di
         return
     key = f"doctor_fix_proof_{digest}"
     if st.button(t("doctor_fix.run"), key=f"doctor_fix_run_{digest}", icon=":material/science:"):
-        result = _run(transcript, fix.fixed_transcript(name, fixed), t)
+        result = _run(transcript, fix.fixed_transcript(name, fixed, fmt), t)
         if isinstance(result, str):
             st.error(result, icon=":material/error:")
         else:

@@ -9,11 +9,12 @@ and after; ``--json`` then holds them under ``"fix"``.
 from __future__ import annotations
 
 import argparse
-import sys
+import gzip
 from pathlib import Path
 from typing import Any
 
 from core.doctor import fix
+from core.doctor.inputs import GZIP_MAGIC, load_inputs, looks_like_log, read_path
 from core.doctor.model import Transcript, TranscriptError
 from core.records import RoundResult
 
@@ -31,21 +32,30 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.prove_fix or args.write_fixed)
 
 
-def fix_input(args: argparse.Namespace, inputs: list[tuple[str, Transcript]]) -> fix.FixedLog | None:
-    """The fixed log (and OUT written), or None after saying on stderr why it cannot be fixed."""
-    logs = [p for p in args.files if p.read_bytes()[:4096].lstrip()[:1] in (b"{", b"[")]
-    if len(args.files) != 1 or len(logs) != 1 or len(inputs) != 1:
-        print("error: --prove-fix and --write-fixed take one JSON or JSONL log.", file=sys.stderr)
-        return None
-    path = logs[0]
+def read_and_fix(args: argparse.Namespace) -> tuple[list[tuple[str, Transcript]], fix.FixedLog]:
+    """The one log named, read once (a FIFO works), as the doctor reads it, and fixed (OUT written)."""
+    if len(args.files) != 1:
+        raise TranscriptError("--prove-fix and --write-fixed take one JSON or JSONL log.")
+    path = args.files[0]
+    name, data = read_path(path)
+    if not looks_like_log(data):
+        raise TranscriptError(f"{path}: --prove-fix and --write-fixed take a JSON or JSONL log of request bodies.")
+    transcript = load_inputs([(name, data)], fmt=args.log_format)
+    if data.startswith(GZIP_MAGIC):
+        data = gzip.decompress(data)  # the fixed log is written uncompressed
     try:
-        fixed = fix.fix_log(path.name, path.read_text(encoding="utf-8"))
-    except (TranscriptError, UnicodeDecodeError, OSError) as exc:
-        print(f"error: cannot fix {path}: {exc}", file=sys.stderr)
-        return None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path} is not UTF-8 (byte {exc.start}): only a UTF-8 log can be fixed.") from None
+    fixed = fix.fix_log(name, text, args.log_format)
     if args.write_fixed:
         args.write_fixed.write_text(fixed.text, encoding="utf-8")
-    return fixed
+    return [(str(path), transcript)], fixed
+
+
+def prove(source: tuple[str, Transcript], fixed: fix.FixedLog, backend: Any, fmt: str | None) -> list[RoundResult]:
+    name, original = source
+    return list(fix.prove(original, fix.fixed_transcript(Path(name).name, fixed, fmt), backend))
 
 
 def print_fix(fixed: fix.FixedLog, proof: list[RoundResult], out: Path | None) -> None:

@@ -30,8 +30,7 @@ from typing import Any
 
 from core.doctor.analysis import Analysis, analyse
 from core.doctor.causes import JSON_KEY_ORDER, RANDOM_ID, RANDOM_ID_PATTERN, TIMESTAMP, TIMESTAMP_PATTERN, TOOL_ORDER
-from core.doctor.formats import detect
-from core.doctor.inputs import REQUEST_KEYS, load_inputs, read_line
+from core.doctor.inputs import REQUEST_KEYS, load_inputs
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, Round, Transcript, TranscriptError, tool_name
 from core.doctor.replay import replay
 from core.records import RoundResult
@@ -116,24 +115,25 @@ def _write(kind: str, data: Any, entries: list[_Entry]) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
-def _readable(entries: list[_Entry], name: str, kind: str) -> list[tuple[_Entry, Round]]:
-    """The entries the doctor reads as rounds, each with its round (unreadable ones are left as they are)."""
+def _read(name: str, text: str, fmt: str | None) -> Transcript:
+    return load_inputs([(name, text.encode("utf-8"))], fmt=fmt)
+
+
+def _aligned(entries: list[_Entry], transcript: Transcript) -> list[tuple[_Entry, Round]]:
+    """Each round the doctor read, with the log entry it came from (its source ends with the entry's
+    number: ``NAME line N`` or ``NAME item N``); unreadable entries are left as they are."""
     out = []
-    for number, entry in enumerate(entries, start=1):
-        if entry.body is None:
-            continue
-        try:
-            out.append((entry, read_line(entry.item, f"{name} {'line' if kind == 'jsonl' else 'item'} {number}")))
-        except ValueError:
-            continue
+    for round_ in transcript.rounds:
+        number = round_.source.rsplit(" ", 1)[-1]
+        if number.isdigit() and 0 < int(number) <= len(entries) and entries[int(number) - 1].body is not None:
+            out.append((entries[int(number) - 1], round_))
     return out
 
 
 # -- messages in each format, numbered as the doctor numbers them (system prompt first) -------------------
 
 
-def _holders(body: dict[str, Any]) -> list[Holder]:
-    fmt = detect(body)
+def _holders(body: dict[str, Any], fmt: str) -> list[Holder]:
     out: list[Holder] = []
     if fmt == CHAT:
         return [(m, "content") for m in body.get("messages") or []]
@@ -179,8 +179,8 @@ def _append(holder: Holder, text: str, fmt: str) -> None:
         value.append({"type": part_type, "text": text} if part_type else {"text": text})
 
 
-def _message_text(body: dict[str, Any], index: int) -> str | None:
-    holders = _holders(body)
+def _message_text(body: dict[str, Any], fmt: str, index: int) -> str | None:
+    holders = _holders(body, fmt)
     if index >= len(holders):
         return None
     return "\n".join(c[k] for c, k in _slots(holders[index]))
@@ -200,14 +200,14 @@ def _volatile(texts: list[str | None], number: int) -> list[str]:
 
 
 def _move_volatile(rounds: list[tuple[_Entry, Round]], index: int, changes: list[str]) -> None:
-    bodies = [entry.body for entry, _ in rounds if entry.body is not None]
-    texts = [_message_text(body, index) for body in bodies]
+    texts = [_message_text(entry.body, round_.format, index) if entry.body is not None else None
+             for entry, round_ in rounds]
     appended: dict[int, str] = {}  # message number -> what the round it was last in appended to it
     moved_any = 0
     for number, (entry, round_) in enumerate(rounds):
         body = entry.body
         assert body is not None
-        holders, fmt = _holders(body), round_.format
+        holders, fmt = _holders(body, round_.format), round_.format
         last = len(holders) - 1
         if index >= last:
             continue
@@ -275,13 +275,13 @@ def _canonical_json(text: str) -> str:
 
 
 def _sort_json(rounds: list[tuple[_Entry, Round]], indexes: set[int | None], changes: list[str]) -> None:
-    for entry, _ in rounds:
+    for entry, round_ in rounds:
         body = entry.body
         assert body is not None
         before = json.dumps(body, ensure_ascii=False)
         if None in indexes and isinstance(body.get("tools"), list):
             body["tools"] = _sorted_keys(body["tools"])
-        holders = _holders(body)
+        holders = _holders(body, round_.format)
         for index in (i for i in indexes if i is not None and i < len(holders)):
             for container, key in _slots(holders[index]):
                 container[key] = _canonical_json(container[key])
@@ -324,31 +324,34 @@ def _apply(analysis: Analysis, rounds: list[tuple[_Entry, Round]], changes: list
     return applied
 
 
-def fix_log(name: str, text: str) -> FixedLog:
-    """The log with its mechanically fixable causes fixed, analysed before and after (statically)."""
+def fix_log(name: str, text: str, fmt: str | None = None) -> FixedLog:
+    """The log with its mechanically fixable causes fixed, analysed before and after (statically); ``fmt``
+    forces the format of every line, as the doctor's ``--format`` does."""
     kind, data, entries = _parse(text, name)
-    rounds = _readable(entries, name, kind)
+    transcript = _read(name, text, fmt)
+    rounds = _aligned(entries, transcript)
     if len(rounds) < 2:
         raise TranscriptError(f"{name}: fewer than two rounds could be read: nothing to fix.")
-    before = analyse(Transcript([r for _, r in rounds]))
+    before = analysis = analyse(transcript)
     fixed: set[str] = set()
     changes: list[str] = []
-    analysis = before
+    out = text
     for _ in range(PASSES):
         applied = _apply(analysis, rounds, changes)
         if not applied:
             break
         fixed |= applied
-        rounds = [(entry, read_line(entry.item, round_.source)) for entry, round_ in rounds]
-        analysis = analyse(Transcript([r for _, r in rounds]))
+        out = _write(kind, data, entries)
+        transcript = _read(name, out, fmt)
+        rounds = _aligned(entries, transcript)
+        analysis = analyse(transcript)
     left = sorted({f.cause for f in before.findings if f.breaks_cache and f.cause not in fixed})
-    return FixedLog(_write(kind, data, entries) if fixed else text, kind, sorted(fixed), left, changes, before,
-                    analysis)
+    return FixedLog(out, kind, sorted(fixed), left, changes, before, analysis)
 
 
-def fixed_transcript(name: str, fixed: FixedLog) -> Transcript:
+def fixed_transcript(name: str, fixed: FixedLog, fmt: str | None = None) -> Transcript:
     """The fixed rounds, read back as the doctor reads any log."""
-    return load_inputs([(name, fixed.text.encode())])
+    return _read(name, fixed.text, fmt)
 
 
 # -- the proof on a real engine ---------------------------------------------------------------------------

@@ -5,13 +5,15 @@ user query follows it; DeepSeek-R1's drops every ``<think>`` block. The agent's 
 append-only, yet the prompt the model sees changes inside an earlier turn, and llama.cpp re-processes
 everything from there. `check` renders each Chat Completions round through the server's own template
 (``/apply-template``, with the round's tools where ``/props`` says the template supports tools),
-tokenizes the result (``/tokenize``) and compares it token by token with the previous round's.
+tokenizes the result (``/tokenize``) and compares it token by token with the round it continues.
 
 How "the chat template rewrote turn k" is decided:
 
-- the body kept its prefix: the previous round's stable serialization (`render.serialize`: model,
+- each round is compared with the round it continues (the analysis' ``compared_with``: in a log of
+  several agents, the earlier round sharing the longest prefix, usually the one before);
+- the body kept its prefix: that round's stable serialization (`render.serialize`: model,
   keyed parameters, tools, messages) is a prefix of this round's, so messages were only appended;
-- the two renderings differ before the end of the previous round's messages: a difference in its
+- the two renderings differ before the end of that round's messages: a difference in its
   generation prompt (the ``<|im_start|>assistant`` that ends a prompt, which the next round may render
   differently) costs a few tokens and is not a rewrite;
 - turn k is the message whose rendered region holds the first differing character; a message's region
@@ -47,7 +49,8 @@ class TemplateRound:
 
     round: int
     tokens: int
-    common_tokens: int | None = None  # with the previous round's rendering (None for round 1 or after an error)
+    compared_with: int | None = None  # the round it continues (from 1; None for round 1 or after an error)
+    common_tokens: int | None = None  # with that round's rendering
     body_kept_prefix: bool = False
     rewrote_message: int | None = None  # turn k, where the template rewrote history
     field: str | None = None
@@ -139,8 +142,11 @@ def supports_tools(backend: LlamaServerBackend) -> bool:
         return False
 
 
-def check(transcript: Transcript, backend: Any) -> TemplateCheck:
-    """Render every round with the server's template, tokenize it, and find the turns the template rewrote."""
+def check(transcript: Transcript, backend: Any, parents: Sequence[int | None] | None = None) -> TemplateCheck:
+    """Render every round with the server's template, tokenize it, and find the turns the template rewrote.
+
+    Each round is compared with the round it continues: ``parents`` (numbers from 1, as the analysis'
+    ``compared_with``), else the round before it."""
     if not isinstance(backend, LlamaServerBackend):
         return TemplateCheck([], False, "not a llama-server")
     if any(r.format != CHAT for r in transcript.rounds):
@@ -157,9 +163,11 @@ def check(transcript: Transcript, backend: Any) -> TemplateCheck:
             tokens.append(None)
             continue
         row = TemplateRound(number, len(ids), text=text)
-        previous_ids = tokens[-1] if tokens else None
-        if previous_ids is not None:
-            prev_row, prev_round = out[-1], transcript.rounds[number - 2]
+        parent = (parents[number - 1] if parents is not None else number - 1) if number > 1 else None
+        previous_ids = tokens[parent - 1] if parent else None
+        if parent and previous_ids is not None:
+            prev_row, prev_round = out[parent - 1], transcript.rounds[parent - 1]
+            row.compared_with = parent
             row.common_tokens = _common(previous_ids, ids)
             row.lost_tokens = len(previous_ids) - row.common_tokens
             row.body_kept_prefix = _body_kept_prefix(prev_round, round_)
@@ -177,7 +185,7 @@ def mark_rewrites(analysis: Analysis, result: TemplateCheck) -> None:
     from core.doctor.analysis import snippet  # analysis calls this module: imported when first used
     for row in result.rewrites:
         finding = analysis.findings[row.round - 1]
-        previous = result.rounds[row.round - 2]
+        previous = result.rounds[(row.compared_with or row.round - 1) - 1]
         common = row.common_tokens or 0
         at = row.first_diff_char or 0
         finding.breaks_cache, finding.cause = True, TEMPLATE_REWROTE

@@ -12,6 +12,10 @@ from core.backends.connect import Connection, Target, open_connection
 from core.engine.server import LocalServer
 from tests.fake_openai import FakeOpenAIServer
 
+# Tests (and the apps and CLIs they start) never write to the user's own run store; the store's
+# tests give their own files.
+os.environ["PREFILL_LAB_DB"] = ":memory:"
+
 
 @pytest.fixture(scope="session")
 def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:

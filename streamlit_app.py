@@ -1,11 +1,20 @@
-"""Prefill Lab: where an LLM request's time goes, and whether prompt caching works for your prompts."""
+"""Prefill Lab: where an LLM request's time goes, and whether prompt caching works for your prompts.
+
+Nothing here makes the browser call another host: the tab's icon is an emoji (drawn as an inline
+SVG; a ``:material/...:`` page icon would be fetched from Google's font host), and the pages' Material
+icons come from the font Streamlit serves itself. A fault in a page reaches the visitor as one
+sentence and the operator's log as a traceback (`.streamlit/config.toml` hides Streamlit's own
+error details too).
+"""
+
+import logging
 
 import streamlit as st
 
 from ui.sidebar import render_sidebar
 from ui.texts import texts
 
-st.set_page_config(page_title="Prefill Lab", page_icon=":material/timer:", layout="wide")
+st.set_page_config(page_title="Prefill Lab", page_icon="⏱️", layout="wide")
 t = texts()
 page = st.navigation([
     st.Page("app_pages/home.py", title=t("nav.home"), icon=":material/school:", default=True),
@@ -15,5 +24,9 @@ page = st.navigation([
     st.Page("app_pages/batching.py", title=t("batch.nav"), icon=":material/stacks:"),
     st.Page("app_pages/cache_doctor.py", title=t("doctor.nav"), icon=":material/stethoscope:"),
 ])
-render_sidebar()
-page.run()
+try:
+    render_sidebar()
+    page.run()
+except Exception:  # noqa: BLE001 - Streamlit's rerun and stop derive from BaseException and pass through
+    logging.getLogger("prefill_lab.app").exception("Uncaught error on page %s", page.url_path or "home")
+    st.error(texts()("common.unexpected"), icon=":material/error:")

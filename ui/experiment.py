@@ -17,16 +17,17 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
-from core.experiments.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
+from core.experiments.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from core.experiments.samples import recorded_rows
 from core.export import to_csv
 from core.hosting import Refused
 from core.records import RoundResult
-from ui.connection import connect, current_target
+from ui.connection import connect, current_target, key_source
 from ui.content import Texts
 from ui.contract import DrawRuns, ExperimentPlan, Records, RunView
 from ui.secrets import hosted
 from ui.texts import texts
+from ui.visitor import finish_run, ledger, page_alive_probe, visitor_id
 
 TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens",
                  "cache_write_tokens", "prefill_ms", "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms",
@@ -65,11 +66,21 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
 
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
-    run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, source, lock_key=target.lock_key(),
-                        planned_rounds=plan.steps or plan.plan.requests, label=label, on_finish=conn.close)
+    settings, visitor, whose_key = hosted(), visitor_id(), key_source(target)
+    budgets = ledger()
+    spend = None
     try:
-        run.start(hosted().max_concurrent_runs)
+        if settings.hosted and whose_key not in ("", "typed"):  # the operator's key: its budgets apply
+            spend = budgets.reserve(visitor, plan.plan.tokens, settings)
+        run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, source, lock_key=target.lock_key(),
+                            planned_rounds=plan.steps or plan.plan.requests, label=label, on_stop=conn.abort,
+                            page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s, visitor=visitor,
+                            busy_slots=conn.busy_slots)
+        run.on_finish = lambda: finish_run(run, conn, plan.plan, budgets, spend, whose_key)
+        run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor)
     except Refused as exc:
+        if spend is not None:
+            budgets.settle(spend, 0)
         conn.close()
         st.error(str(exc), icon=":material/block:")
         return None
@@ -112,13 +123,18 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
 
 def _active(run: BackgroundRun, snap: Snapshot) -> bool:
     """Judged on the snapshot, so the last redraw always shows the final rows."""
-    return snap.status in (WAITING, RUNNING) and not run.cancel.is_set()
+    return snap.status in (QUEUED, WAITING, RUNNING) and not run.cancel.is_set()
 
 
 def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> None:
     """Exactly one element in every state, so nothing stale is left behind when the state changes."""
     done = len(snap.rows)
-    if snap.status == WAITING and not run.cancel.is_set():
+    if snap.status == QUEUED and not run.cancel.is_set():
+        wait = snap.expected_wait_s
+        text = t("common.queued", position=snap.queue_position or 1)
+        text += " " + (t("common.queued_wait", seconds=round(wait)) if wait is not None else t("common.queued_unknown"))
+        st.info(text, icon=":material/hourglass_top:")
+    elif snap.status == WAITING and not run.cancel.is_set():
         st.info(t("common.waiting"), icon=":material/hourglass_top:")
     elif _active(run, snap):
         total = max(run.planned_rounds, done + 1)
@@ -129,6 +145,8 @@ def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> N
                 "common.prefill_progress", processed=p.get("processed", 0), total=p["total"], cache=p.get("cache", 0)
             )
         st.progress(min(done / total, 1.0), text=text)
+    elif run.ended_because == "page closed":
+        st.warning(t("common.page_closed", n=done), icon=":material/stop_circle:")
     elif snap.status == STOPPED or run.cancel.is_set():
         st.warning(t(records.stopped, n=done), icon=":material/stop_circle:")
     elif snap.status == FAILED:
@@ -171,8 +189,10 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
     try:
         while True:
             snap = run.snapshot()
-            with status_box:
+            with status_box.container():
                 _status(t, run, snap, records)
+                if snap.warning:
+                    st.warning(snap.warning, icon=":material/warning:")
             if (len(snap.rows), snap.status) != (shown_rows, shown_status):
                 shown_rows, shown_status = len(snap.rows), snap.status
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale

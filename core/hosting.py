@@ -21,9 +21,10 @@ app; the environment alone elsewhere), so an operator configures a deploy in one
 
 Outside hosted mode the limits are off, except the 5 MB upload limit, the doctor's file count and the
 grace for an abandoned run (which apply everywhere: a closed tab's run is stopped in local use too).
-The token budgets count only runs on the operator's key: a visitor with their own key pays for their
-own tokens (the per-run limits still apply). A visitor is one browser (its cookie), so a reload is the
-same visitor; a visitor who clears cookies starts afresh, which the hourly budget bounds.
+The token budgets count every run that is not on the visitor's own key (the operator's key, or
+none): a visitor with their own key pays for their own tokens (the per-run limits still apply). A
+visitor is one browser (its cookie), so a reload is the same visitor; a visitor who clears cookies
+starts afresh, which the hourly budget bounds.
 """
 
 from __future__ import annotations
@@ -183,9 +184,9 @@ class TokenLedger:
 
 
 def spent_tokens(rows: Sequence[Any], planned_tokens: int, planned_rows: int) -> int:
-    """Tokens a run sent and received, from its rows' counts (usage or the server's); for rows without
-    counts, their share of the estimate. A round with its prompt counted in ``prompt_tokens`` and a
-    level in ``prefill_prompt_tokens``."""
+    """Tokens a run sent and received, from its rows' counts (usage or the server's); for a row without
+    counts, its share of the estimate, unless it failed (a refused request spends nothing). A round
+    counts its prompt in ``prompt_tokens``, a level in ``prefill_prompt_tokens``."""
     counted, uncounted = 0, 0
     for row in rows:
         values = row.to_dict()
@@ -193,23 +194,23 @@ def spent_tokens(rows: Sequence[Any], planned_tokens: int, planned_rows: int) ->
         output = values.get("output_tokens") or 0
         if isinstance(prompt, int) and prompt > 0:
             counted += prompt + (output if isinstance(output, int) else 0)
-        else:
+        elif not values.get("error"):
             uncounted += 1
     return counted + round(planned_tokens * uncounted / max(planned_rows, 1))
 
 
-RUN_LOG = logging.getLogger("prefill_lab.runs")
+RUN_LOG = logging.getLogger("prefill_lab.runs")  # the operator's log: stderr, whatever Streamlit's logging says
+if not RUN_LOG.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    RUN_LOG.addHandler(_handler)
+    RUN_LOG.setLevel(logging.INFO)
+    RUN_LOG.propagate = False
 
 
 def log_run(experiment: str, backend: str, model: str, base_url: str, key_source: str, visitor: str,
             tokens: int, outcome: str, seconds: float | None, rows: int) -> None:
     """One line per run for the operator's log (stderr): never the key, only where it came from."""
-    if not RUN_LOG.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-        RUN_LOG.addHandler(handler)
-        RUN_LOG.setLevel(logging.INFO)
-        RUN_LOG.propagate = False
     took = "-" if seconds is None else f"{seconds:.1f}s"
     RUN_LOG.info("run experiment=%s backend=%s model=%s base_url=%s key=%s visitor=%s tokens=%d rows=%d "
                  "outcome=%s time=%s", experiment, backend, model, base_url, key_source or "none", visitor,

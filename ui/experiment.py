@@ -70,7 +70,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     budgets = ledger()
     spend = None
     try:
-        if settings.hosted and whose_key not in ("", "typed"):  # the operator's key: its budgets apply
+        if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
             spend = budgets.reserve(visitor, plan.plan.tokens, settings)
         run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, source, lock_key=target.lock_key(),
                             planned_rounds=plan.steps or plan.plan.requests, label=label, on_stop=conn.abort,

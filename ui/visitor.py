@@ -36,11 +36,24 @@ def session_id() -> str:
     return ctx.session_id if ctx is not None else ""
 
 
-def visitor_id() -> str:
-    """A short, stable, unguessable name for this browser (never the cookie itself)."""
+def _browser_token() -> str:
+    """The XSRF cookie's token: Streamlit masks it afresh on every response, the token under the mask stays."""
     cookie = st.context.cookies.get("_streamlit_xsrf") or ""
-    basis = f"cookie:{cookie}" if cookie else f"ip:{st.context.ip_address}" if st.context.ip_address else ""
-    return hashlib.sha256((basis or f"session:{session_id()}").encode()).hexdigest()[:12]
+    try:
+        from streamlit.web.server.starlette.starlette_app_utils import decode_xsrf_token_string
+    except ImportError:  # another server module: the cookie as it is (stable within a page load)
+        return cookie
+    token, _ = decode_xsrf_token_string(cookie)
+    return token.hex() if token else cookie
+
+
+def visitor_id() -> str:
+    """A short, stable, unguessable name for this browser (never the cookie itself), kept for the session."""
+    if "visitor" not in st.session_state:
+        cookie = _browser_token()
+        basis = f"cookie:{cookie}" if cookie else f"ip:{st.context.ip_address}" if st.context.ip_address else ""
+        st.session_state["visitor"] = hashlib.sha256((basis or f"session:{session_id()}").encode()).hexdigest()[:12]
+    return str(st.session_state["visitor"])
 
 
 def page_alive_probe() -> Callable[[], bool]:

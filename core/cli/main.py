@@ -27,7 +27,8 @@ from types import ModuleType
 import httpx
 
 from core.backends import BACKENDS
-from core.backends.connect import open_connection
+from core.backends.connect import Connection, Target, open_connection
+from core.backends.server_lock import ServerLock
 from core.cli import batch as batch_cli
 from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
@@ -101,6 +102,22 @@ def header() -> str:
     return " ".join(HEADERS.get(name, name)[:width].rjust(width) for name, width in COLUMNS)
 
 
+def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
+    """One run at a time on a llama-server, with the app's runs too (`core.backends.server_lock`): wait for it,
+    saying so, and warn when a client that takes no lock is using it."""
+    key = target.lock_key()
+    if key is None:
+        return
+    lock = ServerLock(key)
+    lock.acquire(on_wait=lambda holder: print(f"Waiting for another run on this server ({holder or 'unknown'})...",
+                                               file=sys.stderr))
+    stack.callback(lock.release)
+    busy = conn.busy_slots()
+    if busy:
+        print(f"warning: another client is using this server ({busy} slot(s) busy): its requests share the server "
+              "with this run's, so timings may be slower than the server alone.", file=sys.stderr)
+
+
 def run_experiments(args: argparse.Namespace) -> int:
     only = args.only or ["input", "output", "cache"]
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -117,10 +134,12 @@ def run_experiments(args: argparse.Namespace) -> int:
         try:
             # experiment 4 alone: start the embedded engine with its slots at once, not a one-slot server first
             slots = max(args.concurrency, default=1) if set(only) == {"batch"} else 1
-            conn = stack.enter_context(open_connection(target_from_args(args, stack, slots)))
+            target = target_from_args(args, stack, slots)
+            conn = stack.enter_context(open_connection(target))
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
+        hold_server(target, conn, stack)
         try:
             fitted = fit_document(document, ex.cache_doc_budget(args.doc_tokens, conn.context, args.rounds),
                                   conn.counter) if "cache" in only else None

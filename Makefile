@@ -33,7 +33,7 @@ qemu:
 	@sh scripts/ensure-qemu.sh
 
 engine: setup
-	$(BIN)/python -m core.engine.build
+	$(BIN)/python -m core engine --build
 
 # The file watcher (rerun on save) and the after-run collection are off in .streamlit/config.toml for a deploy,
 # where they cost most of a new session's time; for one developer they cost nothing noticeable.

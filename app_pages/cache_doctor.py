@@ -1,7 +1,7 @@
 """Cache doctor: which round of your own transcript broke the prefix cache, where, why, and the cost."""
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pandas as pd
 import streamlit as st
@@ -9,11 +9,11 @@ import streamlit as st
 from core import doctor
 from core.backends import BACKENDS
 from core.backends.connect import Connection
-from core.experiments.rounds import Plan
-from core.experiments.runner import RowSource
+from core.experiments.base import Plan, RunContext
+from core.records import RoundResult
 from ui.connection import connect, current_target
 from ui.content import Texts
-from ui.contract import ExperimentPlan, RunView
+from ui.contract import ExperimentPlan, RunSource, RunView
 from ui.doctor_charts import doctor_chart
 from ui.doctor_sections import audit_section, billing_section, measured_section
 from ui.experiment import run_controls, show_run
@@ -146,7 +146,7 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("doctor.nav")
+tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("nav.doctor")
                 for name in transcripts])
 for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:
@@ -161,10 +161,10 @@ st.subheader(t("doctor.replay"))
 st.caption(t("doctor.replay_help"))
 
 
-def make_source(conn: Connection) -> RowSource:
-    def rows(cancel, progress):
+def make_source(conn: Connection) -> RunSource:
+    def rows(run: RunContext) -> Iterator[RoundResult]:
         for name, item in transcripts.items():
-            yield from doctor.replay(item, conn.backend, cancel, progress, label=name)
+            yield from doctor.replay(item, run.backend, run.cancel, run.progress, label=name)
     return rows
 
 

@@ -21,7 +21,7 @@ else:
     if m.prefill_tps:
         quotes.append(t.rich("home.prefill_quote", prefill=m.prefill_tps))
     if m.decode_tps:
-        quotes.append(t.rich("home.decode_quote", decode=m.decode_tps, ms=m.ms_per_token))
+        quotes.append(t.rich("home.decode_quote", decode=m.decode_tps, ms=m.ms_per_output_token))
 append, others = m.cache.get("append_only"), [s for n, s in m.cache.items() if n != "append_only"]
 if append and others and append.recomputed_after_first is not None and others[0].recomputed_after_first is not None:
     quotes.append(

@@ -17,7 +17,8 @@ from streamlit.testing.v1 import AppTest
 from bench.common import finish, spread, table
 from core.backends.connect import Target, open_connection
 from core.engine.server import LocalServer
-from core.experiments import rounds as ex
+from core.experiments import output_length
+from core.experiments.base import RunContext
 from core.records import RoundResult
 
 LENGTHS, REPEATS, BLOCKS = [16, 32, 64], 2, 4
@@ -36,20 +37,20 @@ def through_app(url: str) -> tuple[list[RoundResult], float]:
     at.session_state["backend"] = "llama"
     at.session_state["llama_url"] = url
     at.run()
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value(LENGTHS).run()
     at.number_input(key="output_repeats").set_value(REPEATS).run()
     start = time.perf_counter()
-    at.button(key="run_output_length").click().run()  # returns when the run has ended and is drawn
+    at.button(key="run_output").click().run()  # returns when the run has ended and is drawn
     wall = time.perf_counter() - start
-    rows = at.session_state["history"][ex.OUTPUT][-1].rows
+    rows = at.session_state["history"][output_length.ID][-1].rows
     return rows, wall * 1000 / (len(rows) + 1)  # + the warm-up
 
 
 def through_cli(url: str) -> tuple[list[RoundResult], float]:
     with open_connection(Target("llama", url)) as conn:
         start = time.perf_counter()
-        rows = list(ex.output_length_sweep(conn.backend, sorted(LENGTHS * REPEATS)))
+        rows = list(output_length.rounds(RunContext(conn), output_length.Settings(tuple(sorted(LENGTHS * REPEATS)))))
         wall = time.perf_counter() - start
     return rows, wall * 1000 / (len(rows) + 1)
 

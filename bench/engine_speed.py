@@ -39,10 +39,10 @@ def main() -> dict:
     for _ in range(PASSES):
         for name, binary in binaries.items():
             samples[name] += measure(binary, PER_PASS)
-    rows = [(f"{name}: {what} tokens/s", spread([s[f"{what}_tokens_per_s"] for s in runs]))
+    rows = [(f"{name}: {what} tokens/s", spread([s[f"{what}_tps"] for s in runs]))
             for name, runs in samples.items() for what in ("prefill", "decode")]
     print(table(rows, "tokens/s"))
-    medians = {name: {what: statistics.median(s[f"{what}_tokens_per_s"] for s in runs)
+    medians = {name: {what: statistics.median(s[f"{what}_tps"] for s in runs)
                       for what in ("prefill", "decode")} for name, runs in samples.items()}
     chosen = choose_binary().source
     data = {"rows": dict(rows), "binaries": {k: str(v) for k, v in binaries.items()}, "chosen": chosen}

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 
 from bench.common import finish
 from core.backends.connect import Target, open_connection
 from core.engine.server import LocalServer
-from core.experiments import rounds as ex
+from core.experiments import input_length, output_length, prefix_cache
+from core.experiments.base import RunContext, warm_up
 from core.experiments.prompts import TokenCounter, default_document, fit_document
 from core.records import RoundResult
 
@@ -60,7 +61,7 @@ def server_ms(row: RoundResult) -> float:
 
 def measure(name: str, conn, counter: TimedCounter, make: Callable[[], Iterator[RoundResult]]) -> tuple[dict, list]:
     start = time.perf_counter()
-    warm = ex.warm_up(conn.backend)
+    warm = warm_up(conn.backend)
     warm_ms = (warm.end_s or 0) * 1000
     rows = list(make())
     wall = (time.perf_counter() - start) * 1000
@@ -81,16 +82,18 @@ def main() -> dict:
     document = default_document()
     results, cache_rows = {}, []
     with LocalServer() as server, open_connection(Target("llama", server.url)) as conn:
-        plans = {
-            ex.INPUT: lambda c: ex.input_length_sweep(conn.backend, document, c, warm=False),
-            ex.OUTPUT: lambda c: ex.output_length_sweep(conn.backend, warm=False),
-            ex.CACHE: lambda c: ex.prefix_cache_rounds(
-                conn.backend, fit_document(document, ex.DEFAULT_CACHE_DOC_TOKENS, c), warm=False),
+        cache = prefix_cache.Settings()
+        plans = {  # the defaults, as `python -m core` runs them; tokenizer calls timed through the counter
+            input_length.ID: lambda run: input_length.rounds(run, input_length.Settings()),
+            output_length.ID: lambda run: output_length.rounds(run, output_length.Settings()),
+            prefix_cache.ID: lambda run: prefix_cache.rounds(
+                run, replace(cache, fitted=fit_document(document, cache.doc_tokens, run.counter))),
         }
         for name, plan in plans.items():
             counter = TimedCounter(conn.counter)
-            results[name], rows = measure(name, conn, counter, lambda p=plan, c=counter: p(c))
-            if name == ex.CACHE:
+            run = RunContext(replace(conn, counter=counter), warm=False)
+            results[name], rows = measure(name, conn, counter, lambda p=plan, r=run: p(r))
+            if name == prefix_cache.ID:
                 cache_rows = rows
     columns = ["requests", "wall_ms", "server_compute_ms", "project_share", "project_ms_per_request",
                "in_request_ms_median", "tokenizer_calls", "tokenizer_ms", "warm_up_ms", "other_ms"]
@@ -102,7 +105,7 @@ def main() -> dict:
           f"{'TTFT ms':>8}")
     for row in cache_rows:
         print(f"{row.strategy:16} {row.round:>5} {row.prompt_tokens:>7} {row.recomputed_tokens:>10} "
-              f"{row.reused_tokens:>7} {row.prefill_ms:>10.1f} {row.ttft_ms:>8.1f}")
+              f"{row.cached_tokens:>7} {row.prefill_ms:>10.1f} {row.ttft_ms:>8.1f}")
     total_wall = sum(r["wall_ms"] for r in results.values())
     total_compute = sum(r["server_compute_ms"] for r in results.values())
     requests = sum(r["requests"] for r in results.values())

@@ -28,7 +28,7 @@ async def wave(url: str) -> list[bool]:
 async def one_visit(url: str) -> bool:
     visitor = Visitor(url, timeout=120)
     visits = [await visitor.open()]
-    for page in ("prefix_cache", "cache_doctor"):
+    for page in ("cache", "cache_doctor"):
         visits.append(await visitor.switch(page))
     await visitor.close()
     return all(not v.error for v in visits)

@@ -1,15 +1,20 @@
-"""CSV and JSON exports of a run: its settings (never a key) and one record per round or level."""
+"""CSV and JSON exports of a run: its settings (never a key) and one record per round or level.
+
+A JSON export is ``{"settings": …, "rounds": […], "summary": …}``, with an experiment's records
+under its key (`core.experiments.registry.Experiment.records`: ``rounds``, or ``levels`` for
+experiment 4). Exports written with older spellings still load (`core.records.renamed`).
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import Any, Protocol
+from typing import Any, Protocol, Self, TypeVar
 
-from core.records import RoundResult
+from core.records import RoundResult, renamed
 
 ROUND_FIELDS = [f.name for f in fields(RoundResult)]
 SETTING_COLUMNS = ("backend", "model", "base_url")
@@ -23,12 +28,21 @@ class Record(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-def to_json(settings: dict[str, Any], rows: Sequence[Record], summary: dict[str, Any] | None = None,
-            levels: Sequence[Record] = ()) -> str:
-    """Settings, rounds and summary; a concurrency sweep's records go under ``levels``."""
-    data = {"settings": settings, "rounds": [r.to_dict() for r in rows], "summary": summary or {}}
-    if levels:
-        data["levels"] = [level.to_dict() for level in levels]
+class RecordType(Protocol):
+    """A record class that reads itself back from an export."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self: ...
+
+
+R = TypeVar("R", bound=RecordType)
+
+
+def to_json(settings: dict[str, Any], records: Mapping[str, Sequence[Record]],
+            summary: dict[str, Any] | None = None) -> str:
+    """Settings, each kind of record under its key (``rounds`` always present) and the summary."""
+    data: dict[str, Any] = {"settings": settings, "rounds": [], "summary": summary or {}}
+    data.update({key: [r.to_dict() for r in rows] for key, rows in records.items() if rows or key == "rounds"})
     return json.dumps(data, indent=2, ensure_ascii=False, default=str)
 
 
@@ -43,8 +57,8 @@ def to_csv(settings: dict[str, Any], rows: Sequence[Record]) -> str:
     return buffer.getvalue()
 
 
-def rows_from_json(text: str) -> tuple[dict[str, Any], list[RoundResult]]:
-    """Read back an export written by `to_json` (recorded results, a run from the CLI)."""
+def from_json(text: str, key: str, record: type[R]) -> tuple[dict[str, Any], list[R]]:
+    """Read back the settings and the ``key`` records of an export written by `to_json` (a run from the CLI
+    or the app, recorded results), old spellings too."""
     data = json.loads(text)
-    rounds = [RoundResult(**{k: v for k, v in r.items() if k in ROUND_FIELDS}) for r in data["rounds"]]
-    return data.get("settings", {}), rounds
+    return renamed(data.get("settings") or {}), [record.from_dict(item) for item in data.get(key) or []]

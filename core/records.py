@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SERVER = "server"  # a timing the server measured (llama-server's timings)
 CLIENT = "client"  # a timing read off the stream clock on this side
+
+# Old spellings in exports written before the names were made one (samples/*.json, users' files) -> the new.
+RENAMED_FIELDS = {"reused_tokens": "cached_tokens", "levels": "concurrency"}
+RENAMED_EXPERIMENTS = {"input_length": "input", "output_length": "output", "prefix_cache": "cache"}
+
+
+def renamed(data: dict[str, Any]) -> dict[str, Any]:
+    """A record or settings read back from an export, with old field names and experiment ids made current."""
+    out = {RENAMED_FIELDS.get(k, k): v for k, v in data.items()}
+    if isinstance(out.get("experiment"), str):
+        out["experiment"] = RENAMED_EXPERIMENTS.get(out["experiment"], out["experiment"])
+    return out
 
 
 @dataclass
@@ -30,14 +42,14 @@ class RequestResult:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    reused_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens served from the server's or provider's cache
     recomputed_tokens: int | None = None
     cache_write_tokens: int | None = None  # Anthropic: prompt tokens written to the cache (billed at a premium)
     usage_source: str | None = None  # the stream field the token counts were read from
     server_prefill_ms: float | None = None
     server_decode_ms: float | None = None
     server_decode_tokens: int | None = None
-    server_ms_per_token: float | None = None  # llama-server's own predicted_per_token_ms
+    server_ms_per_output_token: float | None = None  # llama-server's own predicted_per_token_ms
 
     @property
     def inter_token_s(self) -> list[float]:
@@ -57,7 +69,7 @@ class RoundResult:
     target_tokens: int | None = None
     prompt_tokens: int | None = None
     recomputed_tokens: int | None = None
-    reused_tokens: int | None = None
+    cached_tokens: int | None = None
     prefill_ms: float | None = None
     ttft_ms: float | None = None
     first_byte_ms: float | None = None
@@ -77,6 +89,12 @@ class RoundResult:
         return asdict(self)
 
     @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RoundResult:
+        """Read back a record written by `to_dict` (an export, a recorded sample), old spellings too."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in renamed(data).items() if k in names})
+
+    @classmethod
     def from_request(cls, experiment: str, round_no: int, result: RequestResult, **extra: Any) -> "RoundResult":
         """Fold a request's measurements into a round row, saying where each timing came from."""
         decode_ms, per_token, decode_source = decode_timing(result)
@@ -87,7 +105,7 @@ class RoundResult:
             round=round_no,
             prompt_tokens=result.prompt_tokens,
             recomputed_tokens=result.recomputed_tokens,
-            reused_tokens=result.reused_tokens,
+            cached_tokens=result.cached_tokens,
             prefill_ms=_round(result.server_prefill_ms, 2),
             ttft_ms=_ms(result.ttft_s),
             first_byte_ms=_ms(result.first_byte_s),
@@ -116,7 +134,7 @@ def decode_timing(result: RequestResult) -> tuple[float | None, float | None, st
     """
     if result.server_decode_ms is not None:
         steps = (result.server_decode_tokens or 0) - 1  # one token: no decode step (the server then says 0 ms)
-        per_token = None if steps < 1 else result.server_ms_per_token or result.server_decode_ms / steps
+        per_token = None if steps < 1 else result.server_ms_per_output_token or result.server_decode_ms / steps
         return result.server_decode_ms, per_token, SERVER
     tokens = result.completion_tokens
     if result.ttft_s is None or result.end_s is None or not tokens or tokens < 2:

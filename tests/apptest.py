@@ -7,10 +7,11 @@ from pathlib import Path
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 
+from ui.navigation import PAGES as NAVIGATION
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-apptest-secret-0123456789"
-PAGES = ["app_pages/home.py", "app_pages/input_length.py", "app_pages/output_length.py", "app_pages/prefix_cache.py",
-         "app_pages/batching.py", "app_pages/cache_doctor.py"]  # every page, in the navigation's order
+PAGES = [page.path for page in NAVIGATION]  # every page, in the navigation's order
 
 
 def app(**state) -> AppTest:

@@ -18,8 +18,9 @@ import pytest
 from core.backends import BACKENDS, PRESETS, AnthropicBackend, ChatRequest
 from core.backends.anthropic import messages_payload
 from core.backends.connect import Target, open_connection
-from core.experiments import rounds as ex
+from core.experiments import prefix_cache as cache
 from core.experiments import summaries
+from core.experiments.base import RunContext
 from core.experiments.prompts import fit_document
 from core.hosting import load_settings
 from core.records import RoundResult
@@ -70,7 +71,7 @@ def test_headers_body_and_stream_over_http(fake_api):
     assert body["stream"] is True and body["model"] == "claude-test" and body["max_tokens"] == 6
     assert body["system"][0]["text"] == "You are terse." and "stream_options" not in body
     # first round: nothing cached, everything up to the last breakpoint written
-    assert (result.reused_tokens, result.cache_write_tokens, result.completion_tokens) == (0, result.prompt_tokens, 6)
+    assert (result.cached_tokens, result.cache_write_tokens, result.completion_tokens) == (0, result.prompt_tokens, 6)
     assert result.usage_source == "message_start.usage"  # this message_delta carries output_tokens only
 
 
@@ -116,7 +117,7 @@ def test_usage_fields(start, delta, expected):
                                                              headers={"content-type": "text/event-stream"}))
     result = AnthropicBackend("http://127.0.0.1:9/v1", "m", KEY, transport=transport).stream_chat(REQUEST)
     assert result.success, result.error
-    got = (result.prompt_tokens, result.reused_tokens, result.recomputed_tokens, result.cache_write_tokens,
+    got = (result.prompt_tokens, result.cached_tokens, result.recomputed_tokens, result.cache_write_tokens,
            result.completion_tokens)
     assert got == expected
     assert RoundResult.from_request("x", 1, result).cache_write_tokens == expected[3]
@@ -125,16 +126,16 @@ def test_usage_fields(start, delta, expected):
 def test_experiment_3_reads_from_round_2_with_append_only_and_writes_every_round_with_timestamp_first(fake_api):
     with open_connection(Target("anthropic", anthropic_url(fake_api), "claude-test", KEY)) as conn:
         document = fit_document("Some text about caching. " * 200, 2000, conn.counter)
-        rows = list(ex.prefix_cache_rounds(conn.backend, document, rounds=3, warm=False))
+        rows = list(cache.rounds(RunContext(conn, warm=False), cache.Settings(rounds=3, fitted=document)))
         assert conn.describe()["backend"] == "anthropic" and KEY not in json.dumps(conn.describe())
     append = [r for r in rows if r.strategy == "append_only"]
     stamp = [r for r in rows if r.strategy == "timestamp_first"]
     assert [r.error for r in rows] == [""] * 6
-    assert append[0].reused_tokens == 0 and all(r.reused_tokens > 0.9 * r.prompt_tokens for r in append[1:])
+    assert append[0].cached_tokens == 0 and all(r.cached_tokens > 0.9 * r.prompt_tokens for r in append[1:])
     # each round reads all of the previous round's prompt (the breakpoint on its last message), not just the system
-    assert all(abs(r.reused_tokens - before.prompt_tokens) <= 2 for before, r in zip(append, append[1:], strict=False))
+    assert all(abs(r.cached_tokens - before.prompt_tokens) <= 2 for before, r in zip(append, append[1:], strict=False))
     assert all(r.cache_write_tokens > 0.9 * r.prompt_tokens for r in stamp)
-    assert all(r.reused_tokens == 0 for r in stamp)
+    assert all(r.cached_tokens == 0 for r in stamp)
     summary = summaries.summarize_cache(rows)
     assert summary["timestamp_first"].cache_write_total == sum(r.cache_write_tokens for r in stamp)
 
@@ -150,7 +151,7 @@ def test_cli_runs_experiment_3_on_anthropic_and_hides_the_key(fake_api, tmp_path
     data = json.loads(out.read_text())
     assert data["settings"]["backend"] == "anthropic" and data["settings"]["api_key_set"] is True
     stamp = [r for r in data["rounds"] if r["strategy"] == "timestamp_first"]
-    assert [r["reused_tokens"] for r in stamp] == [0, 0, 0] and all(r["cache_write_tokens"] for r in stamp)
+    assert [r["cached_tokens"] for r in stamp] == [0, 0, 0] and all(r["cache_write_tokens"] for r in stamp)
     assert {r["usage_source"] for r in data["rounds"]} == {"message_start.usage"}
     assert all(r["prefill_source"] == "client" and r["decode_source"] == "client" for r in data["rounds"])
     assert "[timestamp_first]: 3 rounds" in proc.stdout and "to the cache" in proc.stdout

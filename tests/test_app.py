@@ -27,9 +27,9 @@ def test_every_page_renders_on_the_embedded_server(lang):
 
 
 def _run_cache(at: AppTest, rounds: int = 3) -> AppTest:
-    at.switch_page("app_pages/prefix_cache.py").run()
+    at.switch_page("app_pages/cache.py").run()
     at.number_input(key="cache_rounds").set_value(rounds).run()
-    at.button(key="run_prefix_cache").click().run()
+    at.button(key="run_cache").click().run()
     return at
 
 
@@ -39,7 +39,7 @@ def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     at = _run_cache(app(**api_state(fake_api)))
     assert not at.exception and not at.error, [e.value for e in at.error]
     table = at.dataframe[0].value
-    assert list(table["reused_tokens"]) == [0, 900, 950, 0, 3, 3]
+    assert list(table["cached_tokens"]) == [0, 900, 950, 0, 3, 3]
     assert list(table["strategy"]) == ["append_only"] * 3 + ["timestamp_first"] * 3
     reused_in_chart = sorted(v["tokens"] for v in chart_values(at) if v.get("kind") == "reused" and "tokens" in v)
     assert reused_in_chart == sorted([0, 900, 950, 0, 3, 3])
@@ -58,21 +58,21 @@ def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api)
     assert all(r["path"] == "/v1/messages" and r["headers"]["x-api-key"] == KEY for r in fake_api.requests)
     table = at.dataframe[0].value
     append, stamp = table[table["strategy"] == "append_only"], table[table["strategy"] == "timestamp_first"]
-    assert append["reused_tokens"].iloc[1] > 0.9 * append["prompt_tokens"].iloc[1]
-    assert (stamp["reused_tokens"] == 0).all() and (stamp["cache_write_tokens"] > 0).all()
+    assert append["cached_tokens"].iloc[1] > 0.9 * append["prompt_tokens"].iloc[1]
+    assert (stamp["cached_tokens"] == 0).all() and (stamp["cache_write_tokens"] > 0).all()
     assert KEY not in rendered(at)
 
 
 def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
     at = app(**api_state(fake_api))
-    at.switch_page("app_pages/prefix_cache.py").run()
+    at.switch_page("app_pages/cache.py").run()
     at.file_uploader(key="cache_upload").upload(
         "agent_prompt.txt", "MY AGENT PROMPT. ".encode() * 50, "text/plain"
     ).run()
     assert any("agent_prompt.txt" in c.value for c in at.caption)
     assert any("used whole" in c.value for c in at.caption)
     at.number_input(key="cache_rounds").set_value(1).run()
-    at.button(key="run_prefix_cache").click().run()
+    at.button(key="run_cache").click().run()
     system = fake_api.requests[-1]["body"]["messages"][0]["content"]
     assert "MY AGENT PROMPT." in system and "assert" not in system
 
@@ -84,7 +84,7 @@ def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
 def test_failing_backend_keeps_completed_rounds(fake_api):
     fake_api.cached_script = [0, 0]
     at = app(**api_state(fake_api))
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([8, 16, 32]).run()
     # the server starts answering 500 after the warm-up and the first round
     original = fake_api.RequestHandlerClass.do_POST
@@ -98,7 +98,7 @@ def test_failing_backend_keeps_completed_rounds(fake_api):
 
     fake_api.RequestHandlerClass.do_POST = flaky
     try:
-        at.button(key="run_output_length").click().run()
+        at.button(key="run_output").click().run()
     finally:
         fake_api.RequestHandlerClass.do_POST = original
     table = at.dataframe[0].value
@@ -113,13 +113,13 @@ def test_typed_key_is_used_but_never_sent_back(fake_api):
     at.text_input(key="api_key_input").input(KEY).run()
     assert at.text_input(key="api_key_input").value == ""
     assert KEY not in rendered(at)
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([8]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert fake_api.requests[-1]["authorization"] == f"Bearer {KEY}"
     assert KEY not in rendered(at)
-    run = at.session_state["history"]["output_length"][-1]  # what the download buttons serve
-    exported = to_json(run.settings, run.rows) + to_csv(run.settings, run.rows)
+    run = at.session_state["history"]["output"][-1]  # what the download buttons serve
+    exported = to_json(run.settings, {"rounds": run.rows}) + to_csv(run.settings, run.rows)
     assert KEY not in exported and '"api_key_set": true' in exported
 
 
@@ -138,13 +138,13 @@ def _metric(at, label: str) -> str:
 
 def test_home_page_quotes_this_sessions_numbers(fake_api):
     at = app(**api_state(fake_api))
-    at.switch_page("app_pages/input_length.py").run()
+    at.switch_page("app_pages/input.py").run()
     at.multiselect(key="input_sizes").set_value([128, 256]).run()
-    at.button(key="run_input_length").click().run()
+    at.button(key="run_input").click().run()
     prefill = _metric(at, "Prefill speed")
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([8, 16]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     decode = _metric(at, "Decode speed")
     fake_api.requests.clear()
     fake_api.cached_script = [0, 0, 500, 0, 2]  # warm-up, append only 1 and 2, timestamp first 1 and 2
@@ -160,10 +160,10 @@ def test_home_page_quotes_this_sessions_numbers(fake_api):
 
 def test_page_settings_survive_a_page_switch():
     at = app(backend="llama", llama_url="http://127.0.0.1:9")  # no server needed to change settings
-    at.switch_page("app_pages/prefix_cache.py").run()
+    at.switch_page("app_pages/cache.py").run()
     at.number_input(key="cache_rounds").set_value(3).run()
     at.switch_page("app_pages/home.py").run()
-    at.switch_page("app_pages/prefix_cache.py").run()
+    at.switch_page("app_pages/cache.py").run()
     assert at.number_input(key="cache_rounds").value == 3
     assert not at.exception and not at.warning
 

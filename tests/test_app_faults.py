@@ -27,9 +27,9 @@ def test_fault_after_a_good_round_keeps_it(fake_api, monkeypatch, fault, needle)
     fake_api.fault, fake_api.fault_after = fault, 2  # the warm-up and round 1 succeed
     threads, fds = threading.active_count(), open_fds()
     at = app(**api_state(fake_api))
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([8, 16, 32]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert not at.exception
     table = at.dataframe[0].value
     assert len(table) == 2 and table["error"].iloc[0] == "" and needle in table["error"].iloc[1]
@@ -46,9 +46,9 @@ def test_fault_after_a_good_round_keeps_it(fake_api, monkeypatch, fault, needle)
 def test_quirks_are_measured_normally(fake_api, quirk):
     fake_api.fault, fake_api.fault_after = quirk, 0
     at = app(**api_state(fake_api))
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([8, 16]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     table = at.dataframe[0].value
     assert list(table["error"]) == ["", ""] and table["ttft_ms"].notna().all()
     if quirk == "reasoning":  # thinking starts before the first visible token, and the table says when
@@ -73,12 +73,12 @@ def embedded_server_pid() -> int:
 @pytest.mark.llama
 def test_embedded_server_killed_mid_run_then_restarted():
     at = app()
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([256, 512, 1024]).run()
     pid = embedded_server_pid()
     killer = threading.Timer(4.0, lambda: os.killpg(pid, signal.SIGKILL))
     killer.start()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     killer.join()
     errors = [e.value for e in at.error]
     assert any("The run stopped at a failing round" in e for e in errors), errors
@@ -88,5 +88,5 @@ def test_embedded_server_killed_mid_run_then_restarted():
     at.sidebar.button(key="restart_engine").click().run()
     assert any("Healthy" in s.value for s in at.sidebar.success)
     at.multiselect(key="output_lengths").set_value([8]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert any("Done: 1 rounds" in s.value for s in at.success)

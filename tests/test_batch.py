@@ -13,24 +13,18 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.backends import OpenAICompatBackend
-from core.backends.connect import Target, open_connection
+from core.backends.connect import Connection, Target, open_connection
 from core.cli import batch as batch_cli
 from core.cli.main import main
 from core.engine.server import LocalServer
-from core.experiments.batch import (
-    BATCH,
-    BatchLevel,
-    concurrency_sweep,
-    levels_that_fit,
-    nearest_rank,
-    plan_batch,
-    server_slots,
-)
-from core.experiments.batch_summary import batch_verdict, levels_from_json, summarize_batch
+from core.experiments import batch
+from core.experiments.base import RunContext
+from core.experiments.batch import BatchLevel, levels_that_fit, nearest_rank, server_slots
+from core.experiments.batch_summary import batch_verdict, summarize_batch
 from core.experiments.prompts import EstimatingTokenCounter
+from core.experiments.registry import EXPERIMENTS
 from core.experiments.runner import DONE, BackgroundRun
-from core.experiments.samples import recorded_rows
-from core.export import to_csv, to_json
+from core.export import from_json, to_csv, to_json
 from core.hosting import Refused, load_settings
 from tests.apptest import api_state, app, chart_values
 from tests.fake_openai import FakeOpenAIServer, Handler
@@ -68,7 +62,7 @@ def test_verdict_needs_decode_to_grow_while_prefill_stays_flat():
     assert batch_verdict(curve([81, 80, 82, 79], [325, 299, 327, 294]))[0] is False  # decode did not grow
     assert batch_verdict(curve([81, 104, 141, 177], [300, 450, 600, 900]))[0] is False  # prefill grew as much
     assert batch_verdict(curve([81], [325])) == (None, {})
-    assert plan_batch([1, 2, 4, 8]).requests == 31 and plan_batch([]).requests == 0
+    assert batch.plan(batch.Settings((1, 2, 4, 8))).requests == 31 and batch.plan(batch.Settings(())).requests == 0
 
 
 # -- the real embedded llama-server with slots ------------------------------------------------------
@@ -82,13 +76,13 @@ def slots_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
 def test_sweep_on_a_server_with_slots_overlaps_and_never_hits_the_cache(slots_server):
     with open_connection(Target("llama", url=slots_server.url)) as conn:
         assert server_slots(conn.backend) == 2
-        levels = list(concurrency_sweep(conn.backend, conn.counter, levels_that_fit([1, 2, 4], 2),
-                                        output_tokens=32, prompt_tokens=300))
+        settings = batch.Settings(tuple(levels_that_fit([1, 2, 4], 2)), output_tokens=32, prompt_tokens=300)
+        levels = list(batch.rounds(RunContext(conn), settings))
     assert [lv.concurrency for lv in levels] == [1, 2]
     for level in levels:
         assert level.error == "" and level.errors == 0
         assert len(level.streams) == 2 * level.concurrency
-        assert level.reused_tokens == 0, "every request starts with its own nonce and skips the cache"
+        assert level.cached_tokens == 0, "every request starts with its own nonce and skips the cache"
         assert level.output_tokens == 32 * level.concurrency  # ignore_eos: exactly max_tokens each
         assert 250 * level.concurrency <= level.prefill_prompt_tokens <= 350 * level.concurrency
         assert level.aggregate_decode_tps and level.aggregate_prefill_tps and level.per_stream_decode_tps
@@ -122,10 +116,10 @@ def failing_api() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
-def _api_sweep(server: FakeOpenAIServer, levels: list[int], **kwargs: Any) -> list[BatchLevel]:
-    with OpenAICompatBackend(server.base_url, "ok") as backend:
-        return list(concurrency_sweep(backend, EstimatingTokenCounter(), levels, output_tokens=6, prompt_tokens=100,
-                                      **kwargs))
+def _api_sweep(server: FakeOpenAIServer, levels: list[int], output_tokens: int = 6, prompt_tokens: int = 100,
+               **run: Any) -> list[BatchLevel]:
+    with Connection("api", OpenAICompatBackend(server.base_url, "ok"), EstimatingTokenCounter()) as conn:
+        return list(batch.rounds(RunContext(conn, **run), batch.Settings(tuple(levels), output_tokens, prompt_tokens)))
 
 
 def test_one_failing_stream_at_n4_is_recorded_and_nothing_else_is_lost(failing_api):
@@ -144,8 +138,7 @@ def test_one_failing_stream_at_n4_is_recorded_and_nothing_else_is_lost(failing_a
 
 def test_a_level_where_every_request_fails_ends_the_sweep(fake_api):
     fake_api.fault = "401"
-    with OpenAICompatBackend(fake_api.base_url, "ok") as backend:
-        levels = list(concurrency_sweep(backend, EstimatingTokenCounter(), [1, 2], output_tokens=4, prompt_tokens=50))
+    levels = _api_sweep(fake_api, [1, 2], output_tokens=4, prompt_tokens=50)
     assert len(levels) == 1 and levels[0].errors == 2 and "HTTP 401" in levels[0].error
 
 
@@ -156,18 +149,19 @@ def test_stop_keeps_the_levels_already_measured(fake_api):
         if progress["level"] == 2:
             cancel.set()
 
-    levels = _api_sweep(fake_api, [1, 2], cancel=cancel, on_progress=stop_at_second_level)
+    levels = _api_sweep(fake_api, [1, 2], cancel=cancel, progress=stop_at_second_level)
     assert [lv.concurrency for lv in levels] == [1]
 
 
 def test_the_runner_and_the_exports_take_levels(fake_api):
-    backend = OpenAICompatBackend(fake_api.base_url, "ok")
-    run = BackgroundRun("batch", {"backend": "api", "model": "ok"}, lambda cancel, progress: concurrency_sweep(
-        backend, EstimatingTokenCounter(), [1, 2], output_tokens=6, prompt_tokens=100, cancel=cancel))
+    conn = Connection("api", OpenAICompatBackend(fake_api.base_url, "ok"), EstimatingTokenCounter())
+    settings = batch.Settings((1, 2), output_tokens=6, prompt_tokens=100)
+    run = BackgroundRun("batch", {"backend": "api", "model": "ok"}, lambda cancel, progress: batch.rounds(
+        RunContext(conn, cancel), settings))
     run.start().join(60)
-    backend.close()
+    conn.close()
     assert run.status == DONE and [lv.concurrency for lv in run.rows] == [1, 2]
-    settings, back = levels_from_json(to_json(run.settings, [], levels=run.rows))
+    settings, back = from_json(to_json(run.settings, {"levels": run.rows}), "levels", BatchLevel)
     assert settings["model"] == "ok" and back == run.rows and back[1].streams[0].chunk_times_s
     header = to_csv(run.settings, run.rows).splitlines()[0].split(",")
     assert "aggregate_decode_tps" in header and "streams" not in header
@@ -208,27 +202,27 @@ def test_cli_experiment_4_alone_starts_one_embedded_server_with_its_slots(tmp_pa
 
 
 def test_recorded_sample_holds_a_whole_default_sweep():
-    settings, levels = recorded_rows(BATCH)
+    settings, levels = EXPERIMENTS["batch"].recorded()
     assert settings["backend"] == "local" and settings["concurrency"] == [1, 2, 4, 8]
     assert [lv.concurrency for lv in levels] == [1, 2, 4, 8]
-    assert all(lv.error == "" and lv.reused_tokens == 0 and len(lv.streams) == 2 * lv.concurrency for lv in levels)
+    assert all(lv.error == "" and lv.cached_tokens == 0 and len(lv.streams) == 2 * lv.concurrency for lv in levels)
     assert summarize_batch(levels) is not None
 
 
 # -- the page, through AppTest ----------------------------------------------------------------------
-PAGE = "app_pages/batching.py"
+PAGE = "app_pages/batch.py"
 
 
 def _run_page(at: AppTest) -> AppTest:
     at.run()
     at.switch_page(PAGE).run()
-    at.button(key=f"run_{BATCH}").click().run()
+    at.button(key="run_batch").click().run()
     return at
 
 
 def test_page_runs_the_sweep_and_names_a_failing_stream(failing_api):
     failing_api.fail_at = 5  # warm-up, N = 1 (2 requests), then N = 2's prefill phase: its second request fails
-    at = _run_page(app(**api_state(failing_api), batch_levels=[1, 2]))
+    at = _run_page(app(**api_state(failing_api), batch_concurrency=[1, 2]))
     assert not at.exception, at.exception
     assert list(at.dataframe[0].value["concurrency"]) == [1, 2]
     assert any("N = 2: 1 of 4 requests failed. First error: HTTP 500" in w.value for w in at.warning)
@@ -236,7 +230,7 @@ def test_page_runs_the_sweep_and_names_a_failing_stream(failing_api):
 
 
 def test_page_in_chinese_and_the_home_page_quotes_the_sweep(fake_api):
-    at = _run_page(app(**api_state(fake_api), batch_levels=[1, 2], lang="zh"))
+    at = _run_page(app(**api_state(fake_api), batch_concurrency=[1, 2], lang="zh"))
     assert not at.exception and at.title[0].value == "实验 4 · 多个请求同时进行"
     assert any("完成：2 档。" in s.value for s in at.success)
     assert any(m.value.startswith("**输出 ÷ 输入**\n- gpt-4.1: **4.0×**") for m in at.markdown)
@@ -246,28 +240,28 @@ def test_page_in_chinese_and_the_home_page_quotes_the_sweep(fake_api):
 
 
 def test_hosted_visitor_cannot_choose_more_than_the_limit(fake_api):
-    at = app(batch_levels=[1, 2, 4, 8], model="ok", backend="api", preset="vLLM", base_url=fake_api.base_url)
+    at = app(batch_concurrency=[1, 2, 4, 8], model="ok", backend="api", preset="vLLM", base_url=fake_api.base_url)
     for name, value in {"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_ALLOWED_BASE_URLS": fake_api.base_url,
                         "PREFILL_LAB_ALLOW_LOOPBACK": "true", "PREFILL_LAB_MAX_CONCURRENCY": "2",
                         "PREFILL_LAB_MAX_ROUNDS": "20"}.items():
         at.secrets[name] = value
     _run_page(at)
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert at.multiselect(key="batch_levels").options == ["1", "2"]
+    assert at.multiselect(key="batch_concurrency").options == ["1", "2"]
     assert list(at.dataframe[0].value["concurrency"]) == [1, 2]
     assert len(fake_api.requests) == 1 + 2 * (1 + 2), "the warm-up, then two phases at N = 1 and N = 2 only"
 
 
 @pytest.mark.parametrize(("page", "state", "columns"), [
-    ("app_pages/input_length.py", {"input_sizes": [128, 256], "input_repeats": 3}, ["ttft_ms"]),
-    ("app_pages/output_length.py", {"output_lengths": [8, 16], "output_repeats": 3},
+    ("app_pages/input.py", {"input_sizes": [128, 256], "input_repeats": 3}, ["ttft_ms"]),
+    ("app_pages/output.py", {"output_lengths": [8, 16], "output_repeats": 3},
      ["total_ms", "ms_per_output_token"]),
 ])
 def test_experiments_1_and_2_with_repeats_show_p50_and_p90(fake_api, page, state, columns):
     at = app(**api_state(fake_api), **state)
     at.run()
     at.switch_page(page).run()
-    at.button(key=f"run_{'input_length' if 'input' in page else 'output_length'}").click().run()
+    at.button(key=f"run_{'input' if 'input' in page else 'output'}").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     rounds = at.dataframe[0].value
     spread = [r for r in chart_values(at) if "p90" in r and r.get("n") == 3]
@@ -282,7 +276,7 @@ def test_page_shows_the_recorded_sweep_without_any_backend(fake_api):
     at = app(**api_state(fake_api))
     at.run()
     at.switch_page(PAGE).run()
-    at.button(key=f"recorded_{BATCH}").click().run()
+    at.button(key="recorded_batch").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert list(at.dataframe[0].value["concurrency"]) == [1, 2, 4, 8]
     assert fake_api.requests == [], "recorded results send nothing"

@@ -96,7 +96,7 @@ def table_rows(page: Page, at_least: int = 1) -> list[dict[str, str]]:
 
 
 def open_cache_page(page: Page, app_url: str) -> None:
-    page.goto(app_url + "/prefix_cache")
+    page.goto(app_url + "/cache")
     idle(page)
     expect(page.get_by_test_id("stAlertContentSuccess").get_by_text("Healthy")).to_be_visible(timeout=60_000)
 
@@ -203,7 +203,7 @@ def test_a_chinese_browser_opens_in_chinese_and_the_sidebar_choice_wins(app_url:
         tab.get_by_test_id("stSidebar").get_by_text("English").click()
         idle(tab)
         expect(tab.get_by_role("heading", name="Where does a request's time go?")).to_be_visible()
-        tab.goto(app_url + "/prefix_cache")  # a new session: the browser's language again
+        tab.goto(app_url + "/cache")  # a new session: the browser's language again
         idle(tab)
         expect(tab.get_by_role("heading", name="实验 3 · 同一段长上下文，一轮又一轮")).to_be_visible()
         browser.close()

@@ -19,7 +19,7 @@ CHARTS = "[data-testid='stVegaLiteChart']"
 
 
 def test_batching_page_draws_its_chart_after_the_first_level(page: Page, app_url: str):
-    page.goto(app_url + "/batching")
+    page.goto(app_url + "/batch")
     idle(page)
     expect(page.get_by_text(re.compile(r"second llama-server with 8 slots"))).to_be_visible(timeout=60_000)
     assert page.locator(CHARTS).count() == 0, "no chart before a run"

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from core.engine.server import free_port
-from core.experiments import rounds as ex
+from core.experiments import output_length
 from tests.apptest import ROOT
 from tests.fake_openai import FakeOpenAIServer, Handler
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, idle
@@ -25,7 +25,7 @@ from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, idle
 pytestmark = pytest.mark.browser
 
 CAP, GRACE_S = 4, 3
-PLANNED = ex.plan_output(ex.DEFAULT_OUTPUT_LENGTHS, 1).tokens  # the output page's default run
+PLANNED = output_length.plan(output_length.Settings()).tokens  # the output page's default run
 MAIN = "[data-testid='stMainBlockContainer']"
 
 
@@ -103,7 +103,7 @@ def browser() -> Iterator[Browser]:
 def visitor(browser: Browser, url: str) -> Page:
     """A new visitor: their own browser context (cookies), on the output-length page with the fake API's model."""
     page = browser.new_context(viewport={"width": 1300, "height": 1200}).new_page()
-    page.goto(url + "/output_length", timeout=90_000)  # 2 shared cores: a loaded machine opens pages slowly
+    page.goto(url + "/output", timeout=90_000)  # 2 shared cores: a loaded machine opens pages slowly
     idle(page)
     model = page.get_by_label("Model")
     model.fill("ok")
@@ -181,11 +181,11 @@ def test_the_app_makes_no_request_to_any_host_but_its_own(browser, hosted_url):
     context.on("request", lambda request: seen.append(request.url))
     page = context.new_page()
     page.on("websocket", lambda ws: seen.append(ws.url))
-    for path in ("", "/input_length", "/output_length", "/prefix_cache", "/batching", "/cache_doctor"):
+    for path in ("", "/input", "/output", "/cache", "/batch", "/cache_doctor"):
         page.goto(url + path)
         idle(page)
         page.wait_for_timeout(500)  # icons and fonts load after the first paint
-    page.goto(url + "/prefix_cache")
+    page.goto(url + "/cache")
     idle(page)
     page.locator(MAIN).get_by_role("button", name="Show recorded results").click()
     idle(page)

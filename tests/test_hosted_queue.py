@@ -230,19 +230,19 @@ def test_a_hosted_run_is_budgeted_and_logged_for_the_operator_without_the_key(fa
     the log has one line per run with tokens, model and outcome, and never the key."""
     key = "sk-visitor-typed-0123456789"
     at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", PREFILL_LAB_MAX_TOKENS_PER_VISITOR="100")
-    at.switch_page("app_pages/output_length.py").run()
+    at.switch_page("app_pages/output.py").run()
     at.multiselect(key="output_lengths").set_value([8]).run()
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert any("Done: 1 rounds" in s.value for s in at.success)
     wait_until(lambda: len(run_log.lines) == 1)
     line = run_log.lines[0]
-    assert "experiment=output_length" in line and "model=ok" in line and "outcome=done" in line
+    assert "experiment=output" in line and "model=ok" in line and "outcome=done" in line
     assert "tokens=" in line and "tokens=0 " not in line and "key=none" in line
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert any("a visitor may spend on this demo's key in 24 hours" in e.value for e in at.error)
     assert len(fake_api.requests) == 2, "the refused run sent nothing"
     at.text_input(key="api_key_input").input(key).run()  # their own key: the demo's budget is not theirs to spend
-    at.button(key="run_output_length").click().run()
+    at.button(key="run_output").click().run()
     assert len(fake_api.requests) == 4
     wait_until(lambda: len(run_log.lines) == 2)
     assert "key=typed" in run_log.lines[1] and all(key not in line for line in run_log.lines)

@@ -15,8 +15,9 @@ import pytest
 from core.backends.connect import Target, open_connection
 from core.engine.choice import choose_binary, verify_model
 from core.engine.server import EngineError, LocalServer, find_model, find_server_binary
-from core.experiments import rounds as ex
-from core.experiments import summaries
+from core.experiments import input_length, output_length, summaries
+from core.experiments import prefix_cache as cache
+from core.experiments.base import RunContext
 from core.experiments.prompts import ServerTokenCounter, default_document, fit_document
 
 pytestmark = pytest.mark.llama
@@ -87,14 +88,14 @@ def test_props_and_exact_token_counts(local):
 
 def test_prefix_cache_append_reuses_timestamp_recomputes(local):
     document = fit_document(default_document(), SMALL_DOC_TOKENS, local.counter)
-    rows = list(ex.prefix_cache_rounds(local.backend, document, ["append_only", "timestamp_first"], rounds=3,
-                                       answer_tokens=12))
+    settings = cache.Settings(rounds=3, fitted=document, answer_tokens=12)
+    rows = list(cache.rounds(RunContext(local), settings))
     assert [r.error for r in rows] == [""] * 6
     append = [r for r in rows if r.strategy == "append_only"]
     stamp = [r for r in rows if r.strategy == "timestamp_first"]
     assert append[0].recomputed_tokens > SMALL_DOC_TOKENS
     for row in append[1:]:
-        assert row.recomputed_tokens <= 32 and row.reused_tokens > SMALL_DOC_TOKENS
+        assert row.recomputed_tokens <= 32 and row.cached_tokens > SMALL_DOC_TOKENS
     for row in stamp:
         assert row.recomputed_tokens >= 0.9 * row.prompt_tokens
     summary = summaries.summarize_cache(rows)
@@ -102,23 +103,21 @@ def test_prefix_cache_append_reuses_timestamp_recomputes(local):
 
 
 def test_ttft_grows_with_input_length(local):
-    rows = list(
-        ex.input_length_sweep(local.backend, default_document(), local.counter, sizes=[128, 1024], max_tokens=2)
-    )
+    rows = list(input_length.rounds(RunContext(local), input_length.Settings(sizes=(128, 1024), max_tokens=2)))
     assert [r.error for r in rows] == ["", ""]
     short, long = rows
     assert long.prompt_tokens > 5 * short.prompt_tokens
     assert long.ttft_ms > short.ttft_ms and long.prefill_ms > short.prefill_ms
     assert short.recomputed_tokens >= short.prompt_tokens - 4, "the nonce at the start defeats the cache"
-    assert summaries.summarize_input(rows).prefill_tokens_per_s > 50
+    assert summaries.summarize_input(rows).prefill_tps > 50
 
 
 def test_total_time_grows_with_output_length(local):
-    rows = list(ex.output_length_sweep(local.backend, lengths=[8, 64]))
+    rows = list(output_length.rounds(RunContext(local), output_length.Settings(lengths=(8, 64))))
     assert [r.output_tokens for r in rows] == [8, 64]  # ignore_eos forces the exact length
     assert rows[1].total_ms > rows[0].total_ms
     summary = summaries.summarize_output(rows)
-    assert 1 < summary.ms_per_token < 500
+    assert 1 < summary.ms_per_output_token < 500
 
 
 def test_stop_keeps_measured_rounds(local):
@@ -126,7 +125,7 @@ def test_stop_keeps_measured_rounds(local):
 
     cancel = threading.Event()
     rows = []
-    for row in ex.output_length_sweep(local.backend, lengths=[4, 4, 4, 4], cancel=cancel, warm=False):
+    for row in output_length.rounds(RunContext(local, cancel, warm=False), output_length.Settings((4, 4, 4, 4))):
         rows.append(row)
         if len(rows) == 2:
             cancel.set()
@@ -165,20 +164,20 @@ def test_cli_cache_experiment_on_embedded_default(tmp_path):
     assert data["settings"]["backend"] == "local" and data["settings"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     rounds = data["rounds"]
     assert [(r["experiment"], r["strategy"], r["round"], r["error"]) for r in rounds] == [
-        ("prefix_cache", "append_only", 1, ""),
-        ("prefix_cache", "append_only", 2, ""),
-        ("prefix_cache", "timestamp_first", 1, ""),
-        ("prefix_cache", "timestamp_first", 2, ""),
+        ("cache", "append_only", 1, ""),
+        ("cache", "append_only", 2, ""),
+        ("cache", "timestamp_first", 1, ""),
+        ("cache", "timestamp_first", 2, ""),
     ]
     for row in rounds:
         assert 300 < row["prompt_tokens"] < 2048 and row["output_tokens"] > 0
         assert 0 < row["prefill_ms"] <= row["ttft_ms"] and row["decode_ms"] > 0
     append_2, stamp_2 = rounds[1], rounds[3]
-    assert append_2["recomputed_tokens"] <= 32 and append_2["reused_tokens"] > 300
+    assert append_2["recomputed_tokens"] <= 32 and append_2["cached_tokens"] > 300
     assert stamp_2["recomputed_tokens"] >= 0.9 * stamp_2["prompt_tokens"]
     csv_lines = (tmp_path / "cache.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[1].startswith("local,SmolLM2-135M-Instruct.Q4_1.gguf,http://127.0.0.1:")
-    assert ",prefix_cache,1,append_only," in csv_lines[1] and ",prefix_cache,2,timestamp_first," in csv_lines[4]
+    assert ",cache,1,append_only," in csv_lines[1] and ",cache,2,timestamp_first," in csv_lines[4]
 
 
 def test_crash_is_detected_with_log_tail(tmp_path):

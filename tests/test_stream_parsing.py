@@ -155,7 +155,7 @@ def test_recorded_stream(name, finish, prompt, completion, reused, source, reaso
     result, _ = run(f"streams/{name}", backend_for(name))
     assert result.error == FAILS.get(name, "")
     assert result.finish_reason == finish
-    assert (result.prompt_tokens, result.completion_tokens, result.reused_tokens) == (prompt, completion, reused)
+    assert (result.prompt_tokens, result.completion_tokens, result.cached_tokens) == (prompt, completion, reused)
     consistent = reused is not None and prompt is not None and reused <= prompt
     assert result.recomputed_tokens == (prompt - reused if consistent else None)
     assert result.usage_source == source
@@ -221,7 +221,7 @@ def test_llama_server_timings_and_progress():
     progress: list[dict] = []
     result = backend.stream_chat(REQUEST, on_progress=progress.append)
     assert result.success, result.error
-    assert (result.recomputed_tokens, result.reused_tokens, result.prompt_tokens) == (217, 0, 217)
+    assert (result.recomputed_tokens, result.cached_tokens, result.prompt_tokens) == (217, 0, 217)
     assert result.server_prefill_ms == pytest.approx(300.442)
     assert (result.server_decode_tokens, result.server_decode_ms) == (4, pytest.approx(34.372))
     assert progress and progress[-1]["processed"] == 217
@@ -234,7 +234,7 @@ def test_llama_server_timings_and_progress():
 def test_openai_usage_chunk_with_empty_choices():
     result, seen = run("openai_stream.sse")
     assert result.success and result.text == "Hello there"
-    assert (result.prompt_tokens, result.reused_tokens, result.recomputed_tokens) == (2006, 1920, 86)
+    assert (result.prompt_tokens, result.cached_tokens, result.recomputed_tokens) == (2006, 1920, 86)
     assert result.finish_reason == "stop"
     assert seen[0].headers["authorization"] == "Bearer sk-test-secret-key"
     assert b'"include_usage": true' in seen[0].read().replace(b'":true', b'": true')
@@ -245,37 +245,37 @@ def test_deepseek_keepalive_reasoning_then_content():
     assert result.success
     assert result.reasoning_text == "The user asks" and result.text == "Hi"
     assert result.first_byte_s < result.first_reasoning_s < result.ttft_s
-    assert (result.reused_tokens, result.recomputed_tokens) == (960, 40)
+    assert (result.cached_tokens, result.recomputed_tokens) == (960, 40)
     assert result.usage_source == "usage.prompt_cache_hit_tokens"
 
 
 def test_moonshot_usage_inside_choice():
     result, _ = run("moonshot_stream.sse")
-    assert (result.prompt_tokens, result.reused_tokens) == (3000, 2048)
+    assert (result.prompt_tokens, result.cached_tokens) == (3000, 2048)
     assert result.usage_source == "choices[].usage.cached_tokens"
 
 
 def test_openrouter_comments_and_reasoning_field():
     result, _ = run("openrouter_stream.sse")
     assert result.success and result.reasoning_text == "Think" and result.text == "Ok"
-    assert result.reused_tokens == 0  # reported as zero, which is not the same as "not reported"
+    assert result.cached_tokens == 0  # reported as zero, which is not the same as "not reported"
 
 
 def test_vllm_without_details_and_without_done():
     result, _ = run("vllm_no_details_stream.sse")
     assert result.success, "a finish_reason without [DONE] is a complete stream"
-    assert result.prompt_tokens == 120 and result.reused_tokens is None and result.recomputed_tokens is None
+    assert result.prompt_tokens == 120 and result.cached_tokens is None and result.recomputed_tokens is None
 
 
 def test_gateway_reports_no_cache_field():
     result, _ = run("gateway_usage_only_stream.sse")
     assert result.success and result.prompt_tokens == 107000
-    assert result.reused_tokens is None and result.usage_source == "usage"
+    assert result.cached_tokens is None and result.usage_source == "usage"
 
 
 def test_sglang_top_level_cached_tokens():
     result, _ = run("sglang_stream.sse")
-    assert (result.reused_tokens, result.recomputed_tokens) == (768, 32)
+    assert (result.cached_tokens, result.recomputed_tokens) == (768, 32)
 
 
 def test_stream_that_stops_early_is_an_error_but_keeps_timing():
@@ -331,7 +331,7 @@ def test_decode_per_token_is_the_servers_own():
 def test_one_token_answer_has_no_per_token_time():
     """With one token there is no decode step; the server then says 0 ms per token, which is not a measurement."""
     result, _ = run("llama_server_stream.sse", backend_cls=LlamaServerBackend)
-    result.server_decode_tokens, result.server_ms_per_token = 1, 0.0
+    result.server_decode_tokens, result.server_ms_per_output_token = 1, 0.0
     assert RoundResult.from_request("x", 1, result).ms_per_output_token is None
 
 

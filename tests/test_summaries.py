@@ -7,7 +7,6 @@ second strategy, leaving four append-only rounds against one timestamp-first rou
 from __future__ import annotations
 
 from core.cli.summary import summary_lines
-from core.experiments import rounds as ex
 from core.experiments import summaries
 from core.experiments.verdicts import cache_verdict, output_verdict
 from core.records import RoundResult
@@ -16,8 +15,8 @@ from core.records import RoundResult
 def cache_row(strategy: str, round_no: int, recomputed: int | None, prompt: int = 2000, ttft: float = 100.0,
               error: str = "") -> RoundResult:
     reused = None if recomputed is None else prompt - recomputed
-    return RoundResult(ex.CACHE, round_no, strategy=strategy, prompt_tokens=prompt, recomputed_tokens=recomputed,
-                       reused_tokens=reused, ttft_ms=ttft, error=error)
+    return RoundResult("cache", round_no, strategy=strategy, prompt_tokens=prompt, recomputed_tokens=recomputed,
+                       cached_tokens=reused, ttft_ms=ttft, error=error)
 
 
 KILLED = [*(cache_row("append_only", n, 2000 if n == 1 else 20, ttft=900 if n == 1 else 50) for n in (1, 2, 3, 4)),
@@ -54,17 +53,17 @@ def test_report_says_no_data_instead_of_zero():
 
 
 def test_report_with_no_successful_rounds_invents_nothing():
-    failed = [RoundResult(ex.OUTPUT, 1, output_tokens=None, error="HTTP 500"),
-              RoundResult(ex.INPUT, 1, error="HTTP 500")]
+    failed = [RoundResult("output", 1, output_tokens=None, error="HTTP 500"),
+              RoundResult("input", 1, error="HTTP 500")]
     assert list(summary_lines(failed)) == []
-    assert summaries.summarize_output(failed).ms_per_token is None
-    assert summaries.summarize_input(failed).prefill_tokens_per_s is None
+    assert summaries.summarize_output(failed).ms_per_output_token is None
+    assert summaries.summarize_input(failed).prefill_tps is None
 
 
 def test_report_names_who_timed_each_figure():
-    rows = [RoundResult(ex.INPUT, 1, prompt_tokens=1000, recomputed_tokens=1000, prefill_ms=500.0, ttft_ms=520.0,
+    rows = [RoundResult("input", 1, prompt_tokens=1000, recomputed_tokens=1000, prefill_ms=500.0, ttft_ms=520.0,
                         prefill_source="server"),
-            RoundResult(ex.OUTPUT, 1, output_tokens=33, ms_per_output_token=25.0, total_ms=900.0,
+            RoundResult("output", 1, output_tokens=33, ms_per_output_token=25.0, total_ms=900.0,
                         decode_source="client")]
     lines = list(summary_lines(rows))
     assert lines[0] == "Experiment 1: prefill 2,000 tokens/s (timed by the server)"
@@ -86,6 +85,6 @@ def test_cache_verdict_without_counts_uses_ttft_on_the_same_rounds():
 
 
 def test_output_verdict_without_timings_is_not_a_verdict():
-    rows = [RoundResult(ex.OUTPUT, n, output_tokens=n * 16, ms_per_output_token=None, total_ms=100.0 * n)
+    rows = [RoundResult("output", n, output_tokens=n * 16, ms_per_output_token=None, total_ms=100.0 * n)
             for n in (1, 2)]
     assert output_verdict(rows) == (False, {})

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from core.experiments import rounds as ex
+from core.experiments import input_length, output_length, prefix_cache
 from core.experiments.batch import nearest_rank
 from ui.content import Texts
 from ui.contract import RunView
@@ -53,7 +53,7 @@ def _spread(df: pd.DataFrame, x: str, y: str, colour: alt.Color | alt.Value) -> 
 
 
 def input_chart(runs: Runs, t: Texts) -> alt.Chart | None:
-    df = _frame(runs, ex.INPUT)
+    df = _frame(runs, input_length.ID)
     if df.empty:
         return None
     series = {"ttft_ms": t("input.series_ttft"), "prefill_ms": t("input.series_prefill")}
@@ -81,7 +81,7 @@ def input_chart(runs: Runs, t: Texts) -> alt.Chart | None:
 
 
 def output_charts(runs: Runs, t: Texts) -> tuple[alt.Chart, alt.Chart] | None:
-    df = _frame(runs, ex.OUTPUT)
+    df = _frame(runs, output_length.ID)
     if df.empty:
         return None
     colour = _run_colour(runs, DECODE)
@@ -119,10 +119,10 @@ def _strategy_names(t: Texts, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def cache_token_chart(runs: Runs, t: Texts) -> alt.Chart | None:
-    df = _frame(runs, ex.CACHE)
+    df = _frame(runs, prefix_cache.ID)
     if df.empty or df["recomputed_tokens"].isna().all():
         return None
-    kinds = {"recomputed_tokens": t("cache.recomputed"), "reused_tokens": t("cache.reused")}
+    kinds = {"recomputed_tokens": t("cache.recomputed"), "cached_tokens": t("cache.reused")}
     long = _strategy_names(t, df).melt(
         id_vars=["run", "strategy", "round"], value_vars=list(kinds), var_name="kind", value_name="tokens"
     )
@@ -150,7 +150,7 @@ def cache_token_chart(runs: Runs, t: Texts) -> alt.Chart | None:
 
 
 def cache_ttft_chart(runs: Runs, t: Texts) -> alt.Chart | None:
-    df = _frame(runs, ex.CACHE)
+    df = _frame(runs, prefix_cache.ID)
     if df.empty:
         return None
     df = _strategy_names(t, df)

@@ -6,8 +6,8 @@ import httpx
 import streamlit as st
 
 from core.engine.server import EngineError
+from core.experiments.prefix_cache import cache_doc_budget
 from core.experiments.prompts import FittedDocument, fit_document
-from core.experiments.rounds import cache_doc_budget
 from ui.connection import connect, current_target
 
 

@@ -17,9 +17,10 @@ from datetime import datetime
 import pandas as pd
 import streamlit as st
 
+from core.experiments.base import RunContext
+from core.experiments.registry import EXPERIMENTS, records_key
 from core.experiments.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
-from core.experiments.samples import recorded_rows
-from core.export import to_csv
+from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.records import RoundResult
 from ui.connection import connect, current_target, key_source
@@ -29,10 +30,10 @@ from ui.secrets import hosted
 from ui.texts import texts
 from ui.visitor import finish_run, ledger, page_alive_probe, visitor_id
 
-TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "reused_tokens",
+TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "cached_tokens",
                  "cache_write_tokens", "prefill_ms", "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms",
                  "total_ms", "ms_per_output_token", "prefill_source", "decode_source", "usage_source", "error"]
-EXPLAINED_COLUMNS = ["prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "reused_tokens", "prefill_source",
+EXPLAINED_COLUMNS = ["prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "cached_tokens", "prefill_source",
                      "decode_source", "usage_source"]  # where each number comes from: a tooltip on the header
 
 
@@ -72,10 +73,11 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     try:
         if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
             spend = budgets.reserve(visitor, plan.plan.tokens, settings)
-        run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings}, source, lock_key=target.lock_key(),
-                            planned_rounds=plan.steps or plan.plan.requests, label=label, on_stop=conn.abort,
-                            page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s, visitor=visitor,
-                            busy_slots=conn.busy_slots)
+        run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings},
+                            lambda cancel, progress: source(RunContext(conn, cancel, progress)),
+                            lock_key=target.lock_key(), planned_rounds=plan.plan.steps, label=label,
+                            on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
+                            visitor=visitor, busy_slots=conn.busy_slots)
         run.on_finish = lambda: finish_run(run, conn, plan.plan, budgets, spend, whose_key)
         run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor)
     except Refused as exc:
@@ -91,7 +93,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
 def load_recorded(experiment: str) -> None:
     """Add the shipped recorded run of this experiment to the history (labelled as recorded)."""
     t = texts()
-    settings, rows = recorded_rows(experiment)
+    settings, rows = EXPERIMENTS[experiment].recorded()
     label = f"{t('common.recorded')} · {settings.get('model', '')}"
     if rows and all(run.label != label for run in history(experiment)):
         history(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
@@ -238,7 +240,7 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -
     )
     right.download_button(
         t("common.download_json"),
-        records.export(run.settings, snap.rows),
+        to_json(run.settings, {records_key(run.experiment): snap.rows}),
         f"{name}.json",
         "application/json",
         on_click="ignore",

@@ -6,9 +6,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from core.experiments import rounds as ex
-from core.experiments import summaries
-from core.experiments.batch import BATCH
+from core.experiments import batch, input_length, output_length, prefix_cache, summaries
 from core.experiments.batch_summary import BatchSummary, summarize_batch
 from core.records import RoundResult
 
@@ -26,7 +24,7 @@ def rows_of(experiment: str) -> list[RoundResult]:
 class Measured:
     prefill_tps: float | None
     decode_tps: float | None
-    ms_per_token: float | None
+    ms_per_output_token: float | None
     cache: dict[str, summaries.StrategySummary]
     batch: BatchSummary | None = None  # experiment 4: its first and last level
 
@@ -38,6 +36,7 @@ class Measured:
 
 
 def measured() -> Measured:
-    inp, out = summaries.summarize_input(rows_of(ex.INPUT)), summaries.summarize_output(rows_of(ex.OUTPUT))
-    return Measured(inp.prefill_tokens_per_s, out.decode_tokens_per_s, out.ms_per_token,
-                    summaries.summarize_cache(rows_of(ex.CACHE)), summarize_batch(rows_of(BATCH)))
+    inp = summaries.summarize_input(rows_of(input_length.ID))
+    out = summaries.summarize_output(rows_of(output_length.ID))
+    return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
+                    summaries.summarize_cache(rows_of(prefix_cache.ID)), summarize_batch(rows_of(batch.ID)))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.backends import BACKENDS, PRESETS
-from core.experiments import batch as bt
-from core.experiments import rounds as ex
+from core.experiments.registry import EXPERIMENTS
 from core.hosting import HostedSettings
 from ui.secrets import secret
 from ui.texts import LANG_KEY, browser_language
@@ -22,13 +21,9 @@ DEFAULT_PRESET = "AI Builder Space"
 PERSISTENT = {
     BACKEND_KEY: "local", "llama_url": "http://127.0.0.1:8080", "preset": DEFAULT_PRESET,
     "base_url": PRESETS[DEFAULT_PRESET].base_url, "model": PRESETS[DEFAULT_PRESET].model,
-    # the experiment pages' settings: seeded here, not in the widgets, so they also survive page switches
-    "input_sizes": list(ex.DEFAULT_INPUT_SIZES), "input_repeats": 1,
-    "output_lengths": list(ex.DEFAULT_OUTPUT_LENGTHS), "output_repeats": 1,
-    "cache_rounds": ex.DEFAULT_ROUNDS, "cache_doc_tokens": ex.DEFAULT_CACHE_DOC_TOKENS,
-    "cache_strategies": list(ex.DEFAULT_STRATEGIES),
-    "batch_levels": list(bt.DEFAULT_LEVELS), "batch_output_tokens": bt.DEFAULT_OUTPUT_TOKENS,
-    "batch_prompt_tokens": bt.DEFAULT_PROMPT_TOKENS,
+    # the experiment pages' settings (``cache_rounds``): seeded here, not in the widgets, so they also survive
+    # page switches
+    **{key: value for spec in EXPERIMENTS.values() for key, value in spec.session_defaults().items()},
 }
 
 

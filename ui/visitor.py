@@ -23,7 +23,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from core.backends.connect import Connection
-from core.experiments.rounds import Plan
+from core.experiments.base import Plan
 from core.experiments.runner import STOPPED, BackgroundRun
 from core.hosting import Spend, TokenLedger, log_run, spent_tokens
 
@@ -117,7 +117,7 @@ def finish_run(run: BackgroundRun, conn: Connection, plan: Plan, budgets: TokenL
                whose_key: str) -> None:
     """In the run's worker once it ends: close its connection, charge what it sent, log one line for the operator."""
     conn.close()
-    tokens = spent_tokens(run.rows, plan.tokens, plan.requests)
+    tokens = spent_tokens(run.rows, plan.tokens, plan.steps)
     if spend is not None:
         budgets.settle(spend, tokens)
     outcome = run.ended_because if run.ended_because and run.status == STOPPED else run.status

@@ -126,6 +126,6 @@ class AnthropicBackend(StreamingBackend):
             return  # message_delta of older API versions carries output_tokens only
         result.usage_source = source
         result.prompt_tokens = fresh + (read or 0) + (written or 0)
-        result.reused_tokens = read
+        result.cached_tokens = read
         result.cache_write_tokens = written
         result.recomputed_tokens = None if read is None else fresh + (written or 0)

@@ -50,12 +50,6 @@ class LlamaServerBackend(OpenAICompatBackend):
         response.raise_for_status()
         return response.json()
 
-    def health(self) -> bool:
-        try:
-            return self._get_json("GET", "/health").get("status") == "ok"
-        except (httpx.HTTPError, ValueError):
-            return False
-
     def props(self) -> dict[str, Any]:
         """Context size, model path and build, as ``/props`` reports them."""
         data = self._get_json("GET", "/props")
@@ -99,11 +93,11 @@ def read_timings(timings: dict[str, Any], result: RequestResult) -> None:
     if "prompt_n" in timings:
         result.recomputed_tokens = timings["prompt_n"]
     if "cache_n" in timings:
-        result.reused_tokens = timings["cache_n"]
+        result.cached_tokens = timings["cache_n"]
         result.usage_source = "timings.cache_n"
-    if result.recomputed_tokens is not None and result.reused_tokens is not None:
-        result.prompt_tokens = result.recomputed_tokens + result.reused_tokens
+    if result.recomputed_tokens is not None and result.cached_tokens is not None:
+        result.prompt_tokens = result.recomputed_tokens + result.cached_tokens
     result.server_prefill_ms = timings.get("prompt_ms", result.server_prefill_ms)
     result.server_decode_ms = timings.get("predicted_ms", result.server_decode_ms)
     result.server_decode_tokens = timings.get("predicted_n", result.server_decode_tokens)
-    result.server_ms_per_token = timings.get("predicted_per_token_ms", result.server_ms_per_token)
+    result.server_ms_per_output_token = timings.get("predicted_per_token_ms", result.server_ms_per_output_token)

@@ -1,7 +1,7 @@
 """Any OpenAI-compatible streaming API: OpenAI, DeepSeek, OpenRouter, vLLM, SGLang, gateways.
 
 Providers report prefix-cache hits in different places; `cached_tokens_from_usage` reads all the
-shapes we know of. A provider that reports none leaves ``reused_tokens`` as ``None``: the cache
+shapes we know of. A provider that reports none leaves ``cached_tokens`` as ``None``: the cache
 then shows only in time.
 """
 
@@ -40,7 +40,7 @@ class OpenAICompatBackend(StreamingBackend):
         super().read_usage(usage, result, source)
         cached, name = cached_tokens_from_usage(usage)
         if cached is not None:
-            result.reused_tokens = cached
+            result.cached_tokens = cached
             result.usage_source = f"{source}.{name}"
             if result.prompt_tokens is not None and cached <= result.prompt_tokens:  # else the counts disagree
                 result.recomputed_tokens = result.prompt_tokens - cached

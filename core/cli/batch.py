@@ -1,18 +1,14 @@
 """Experiment 4 on the command line (``python -m core --only batch``): its table and its summary.
 
 On the embedded engine the sweep runs against a second llama-server with slots (``-np N
---kv-unified``), so experiments 1-3 keep their one-slot server: one server per setting.
+--kv-unified``, `core.cli.target.connection_with_slots`), so experiments 1-3 keep their one-slot server.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
 
-from core.backends.connect import Connection, Target, open_connection
-from core.engine.server import DEFAULT_CONTEXT, LocalServer
-from core.experiments.batch import BatchLevel, concurrency_sweep, levels_that_fit, server_slots
+from core.experiments.batch import BatchLevel
 from core.experiments.batch_summary import summarize_batch
 
 COLUMNS = [("concurrency", "N", 3), ("aggregate_decode_tps", "decode/s", 9), ("per_stream_decode_tps", "stream/s", 9),
@@ -29,31 +25,6 @@ def format_level(level: BatchLevel) -> str:
     values = [(getattr(level, name), width) for name, _, width in COLUMNS]
     line = " ".join(("-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)).rjust(w) for v, w in values)
     return f"{line}  ERROR: {level.error}" if level.error else line
-
-
-def batch_connection(conn: Connection, stack: ExitStack, levels: Sequence[int],
-                     context: int = DEFAULT_CONTEXT) -> Connection:
-    """``conn``, or for the embedded engine with too few slots a second server with enough (stopped with ``stack``)."""
-    if conn.name != "local" or (server_slots(conn.backend) or 1) >= max(levels, default=1):
-        return conn
-    slots = max(levels)
-    print(f"Starting an embedded llama-server with {slots} slots...", file=sys.stderr)
-    server = stack.enter_context(LocalServer(context=context, slots=slots))
-    return stack.enter_context(open_connection(Target("local", url=server.url)))
-
-
-def run_sweep(conn: Connection, levels: Sequence[int]) -> Iterator[BatchLevel]:
-    """The sweep at the levels the server allows; a note on stderr names the ones it does not."""
-    slots = server_slots(conn.backend)
-    allowed = levels_that_fit(levels, slots)
-    skipped = sorted(set(levels) - set(allowed))
-    if skipped:
-        print(f"note: skipping concurrency {', '.join(map(str, skipped))}: the server has {slots} slots",
-              file=sys.stderr)
-    print(header())
-    for level in concurrency_sweep(conn.backend, conn.counter, allowed):
-        print(format_level(level), flush=True)
-        yield level
 
 
 def _tps(value: float | None) -> str:

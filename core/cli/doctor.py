@@ -70,7 +70,7 @@ def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
             line += f"  {f.measured_cached_tokens}/{f.predicted_cached_tokens} ({f.provider}: {f.verdict})"
         if index < len(replayed):
             row = replayed[index]
-            line += f"  {row.recomputed_tokens}/{row.reused_tokens}" + (f" ERROR {row.error}" if row.error else "")
+            line += f"  {row.recomputed_tokens}/{row.cached_tokens}" + (f" ERROR {row.error}" if row.error else "")
         print(line)
 
 

@@ -70,9 +70,9 @@ def print_report(data: dict[str, Any]) -> None:
         print(f"binary:  {data['binary']} ({data['source']}), version {data['version']}")
         print(f"needs:   {', '.join(needed) if needed else 'nothing beyond x86-64' if needed == [] else 'unknown'}")
         print(f"model:   {data['model']}")
-    if "prefill_tokens_per_s" in data:
-        print(f"probe:   ok, prefill {data['prefill_tokens_per_s']} tokens/s ({data['prompt_tokens']} tokens), "
-              f"decode {data['decode_tokens_per_s']} tokens/s ({data['answer_tokens']} tokens)")
+    if "prefill_tps" in data:
+        print(f"probe:   ok, prefill {data['prefill_tps']} tokens/s ({data['prompt_tokens']} tokens), "
+              f"decode {data['decode_tps']} tokens/s ({data['answer_tokens']} tokens)")
     if data.get("problem"):
         print(f"problem: {data['problem']}", file=sys.stderr)
 

@@ -17,12 +17,13 @@ history and process listings.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from functools import partial
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import httpx
 
@@ -34,46 +35,44 @@ from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
 from core.cli.summary import summary_lines
-from core.cli.target import add_target_arguments, target_from_args
+from core.cli.target import add_target_arguments, connection_with_slots, target_from_args
 from core.engine.server import EngineError
-from core.experiments import rounds as ex
-from core.experiments.batch import DEFAULT_LEVELS, BatchLevel
-from core.experiments.prompts import STRATEGIES, DocumentError, default_document, fit_document, read_document
-from core.export import to_csv, to_json
+from core.experiments.base import RunContext, exported_settings
+from core.experiments.batch import BatchLevel
+from core.experiments.registry import EXPERIMENTS, Experiment
+from core.export import Record, to_csv, to_json
 from core.records import RoundResult
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
 SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli}
+DEFAULT_RUN = [spec.id for spec in EXPERIMENTS.values() if spec.default]
 
-COLUMNS = [("experiment", 13), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
-           ("reused_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),
+COLUMNS = [("experiment", 10), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
+           ("cached_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),
            ("total_ms", 9)]
-HEADERS = {"prompt_tokens": "prompt", "recomputed_tokens": "recomputed", "reused_tokens": "reused",
+HEADERS = {"prompt_tokens": "prompt", "recomputed_tokens": "recomputed", "cached_tokens": "cached",
            "output_tokens": "output", "strategy": "strategy"}
 
 
-def _ints(text: str) -> list[int]:
-    return [int(part) for part in text.split(",") if part.strip()]
+def _default_text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description="Measure prefill, decode and prefix caching.")
     add_target_arguments(parser, list(BACKENDS), None)
-    parser.add_argument("--only", choices=["input", "output", "cache", "batch"], action="append",
-                        help="run only this experiment (repeatable); default: input, output and cache")
-    parser.add_argument("--doc", type=Path, help="UTF-8 text file replacing the default document (experiment 3)")
-    parser.add_argument("--rounds", type=int, default=ex.DEFAULT_ROUNDS, help="experiment 3 rounds per strategy")
-    parser.add_argument("--strategies", default=",".join(ex.DEFAULT_STRATEGIES),
-                        help=f"experiment 3 strategies, comma separated: {', '.join(STRATEGIES)}")
-    parser.add_argument("--doc-tokens", type=int, default=ex.DEFAULT_CACHE_DOC_TOKENS,
-                        help="experiment 3 document budget")
-    parser.add_argument("--sizes", type=_ints, default=list(ex.DEFAULT_INPUT_SIZES), help="experiment 1 input tokens")
-    parser.add_argument("--lengths", type=_ints, default=list(ex.DEFAULT_OUTPUT_LENGTHS),
-                        help="experiment 2 output tokens")
-    parser.add_argument("--repeats", type=int, default=1, help="repeats per size/length (medians are reported)")
-    parser.add_argument("--concurrency", type=_ints, default=list(DEFAULT_LEVELS),
-                        help="experiment 4 (batch) requests at once, comma separated; up to the server's slots")
-    parser.add_argument("--json", type=Path, help="write settings and rounds as JSON")
+    lines = "; ".join(f"{spec.id}: {spec.title}" for spec in EXPERIMENTS.values())
+    parser.add_argument("--only", choices=list(EXPERIMENTS), action="append",
+                        help=f"run only this experiment (repeatable; default: {', '.join(DEFAULT_RUN)}). {lines}")
+    added: set[str] = set()
+    for spec in EXPERIMENTS.values():  # each option once, even when two experiments share it (--repeats)
+        defaults = spec.settings()
+        for option in spec.options:
+            if option.dest not in added:
+                added.add(option.dest)
+                default = option.default_text or _default_text(getattr(defaults, option.dest))
+                parser.add_argument(option.flag, type=option.parse, help=f"{option.help} (default {default})")
+    parser.add_argument("--json", type=Path, help="write settings and records as JSON")
     parser.add_argument("--csv", type=Path, help="write rounds as CSV (experiment 4 alone: its levels)")
     commands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
@@ -102,6 +101,26 @@ def header() -> str:
     return " ".join(HEADERS.get(name, name)[:width].rjust(width) for name, width in COLUMNS)
 
 
+def _json_line(record: Record) -> str:
+    return json.dumps(record.to_dict(), default=str)
+
+
+# How the table on stdout shows each kind of record: (header, one line); other records print as JSON lines.
+TABLES: dict[type, tuple[Callable[[], str], Callable[[Any], str]]] = {
+    RoundResult: (header, format_row), BatchLevel: (batch_cli.header, batch_cli.format_level)}
+
+
+def _prepare(spec: Experiment, settings: Any, conn: Connection) -> Any:
+    """``settings`` fitted to ``conn``; a note on stderr for each option the server does not allow in full."""
+    prepared = spec.prepare(settings, conn)
+    for option in spec.options:
+        before, after = getattr(settings, option.dest), getattr(prepared, option.dest)
+        if isinstance(before, tuple) and set(after) < set(before):
+            left_out = ", ".join(map(str, sorted(set(before) - set(after))))
+            print(f"note: skipping {option.flag} {left_out}: more than this server takes", file=sys.stderr)
+    return prepared
+
+
 def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
     """One run at a time on a llama-server, with the app's runs too (`core.backends.server_lock`): wait for it,
     saying so, and warn when a client that takes no lock is using it."""
@@ -119,72 +138,51 @@ def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
 
 
 def run_experiments(args: argparse.Namespace) -> int:
-    only = args.only or ["input", "output", "cache"]
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    document = default_document()
-    if args.doc:
-        try:
-            document = read_document(args.doc.read_bytes(), args.doc.name)
-        except (OSError, DocumentError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-    rows: list[RoundResult] = []
-    levels: list[BatchLevel] = []
+    only: list[str] = args.only or DEFAULT_RUN
+    specs = [EXPERIMENTS[name] for name in only]
+    chosen = {spec.id: spec.from_args(vars(args)) for spec in EXPERIMENTS.values()}
+    records: dict[str, list[Record]] = {}
     with ExitStack() as stack:
         try:
-            # experiment 4 alone: start the embedded engine with its slots at once, not a one-slot server first
-            slots = max(args.concurrency, default=1) if set(only) == {"batch"} else 1
+            # one experiment alone starts the embedded engine with the slots it needs, not a one-slot server first
+            slots = specs[0].slots(chosen[specs[0].id]) if len(specs) == 1 else 1
             target = target_from_args(args, stack, slots)
             conn = stack.enter_context(open_connection(target))
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
         hold_server(target, conn, stack)
-        try:
-            fitted = fit_document(document, ex.cache_doc_budget(args.doc_tokens, conn.context, args.rounds),
-                                  conn.counter) if "cache" in only else None
-        except DocumentError as exc:
+        prepared: dict[str, Any] = {}
+        connections: dict[str, Connection] = {}
+        try:  # every experiment's settings are checked before the first request
+            for spec in specs:
+                connections[spec.id] = connection_with_slots(conn, stack, spec.slots(chosen[spec.id]), args.context)
+                prepared[spec.id] = _prepare(spec, chosen[spec.id], connections[spec.id])
+        except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        sizes = ex.sizes_that_fit(args.sizes, conn.context)
-        runs: dict[str, Callable[[], Iterator[RoundResult]]] = {
-            "input": partial(
-                ex.input_length_sweep, conn.backend, default_document(), conn.counter, sizes, args.repeats
-            ),
-            "output": partial(ex.output_length_sweep, conn.backend, args.lengths, args.repeats),
-        }
-        if fitted is not None:
-            runs["cache"] = partial(ex.prefix_cache_rounds, conn.backend, fitted, strategies, args.rounds)
-        if set(only) - {"batch"}:
-            print(header())
-        for name in only:
-            print(f"[{name}] running...", file=sys.stderr)
-            if name == "batch":
-                batch_conn = batch_cli.batch_connection(conn, stack, args.concurrency, args.context)
-                levels = list(batch_cli.run_sweep(batch_conn, args.concurrency))
-                continue
-            for row in runs[name]():
-                rows.append(row)
-                print(format_row(row), flush=True)
-        settings = {
-            **conn.describe(),
-            "only": only,
-            "rounds": args.rounds,
-            "strategies": strategies,
-            "doc": args.doc.name if args.doc else "default",
-            "doc_tokens": args.doc_tokens,
-            "sizes": sizes,
-            "lengths": args.lengths,
-            "repeats": args.repeats,
-            "concurrency": args.concurrency,
-        }
-    for line in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
-        print(line)
+        shown: type | None = None
+        for spec in specs:
+            print(f"[{spec.id}] running...", file=sys.stderr)
+            table_header, line = TABLES.get(spec.record, (lambda: "", _json_line))
+            if spec.record is not shown:
+                shown = spec.record
+                print(table_header())
+            for record in spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]):
+                records.setdefault(spec.records, []).append(record)
+                print(line(record), flush=True)
+        settings = {**conn.describe(), "only": only}
+        for spec in EXPERIMENTS.values():
+            settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
+    rows = [r for r in records.get("rounds", []) if isinstance(r, RoundResult)]
+    levels = [r for r in records.get("levels", []) if isinstance(r, BatchLevel)]
+    for text in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
+        print(text)
     if args.json:
-        args.json.write_text(to_json(settings, rows, levels=levels))
+        args.json.write_text(to_json(settings, records))
     if args.csv:
-        args.csv.write_text(to_csv(settings, rows or levels))
-    return 1 if any(r.error for r in rows) or any(level.error for level in levels) else 0
+        args.csv.write_text(to_csv(settings, rows or next(iter(records.values()), [])))
+    return 1 if any(r.error for kind in records.values() for r in kind) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

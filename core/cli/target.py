@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from contextlib import ExitStack
 
 from core.backends import API, BACKENDS, ENGINE, PRESETS
-from core.backends.connect import Target, engine_target
-from core.engine.server import DEFAULT_CONTEXT
+from core.backends.connect import Connection, Target, engine_target, open_connection
+from core.engine.server import DEFAULT_CONTEXT, LocalServer
+from core.experiments.batch import server_slots
 from core.secrets import key_from_env
 
 DEFAULT_LLAMA_URL = "http://127.0.0.1:8080"
@@ -50,3 +52,13 @@ def target_from_args(args: argparse.Namespace, stack: ExitStack, slots: int = 1)
         raise SystemExit(f"--backend {name} needs --preset, or both --url and --model")
     key = key_from_env(args.key_env or (preset.key_env if preset else None))
     return Target(name, url=base_url, model=model, api_key=key)
+
+
+def connection_with_slots(conn: Connection, stack: ExitStack, slots: int, context: int = DEFAULT_CONTEXT) -> Connection:
+    """``conn``, or for the embedded engine with fewer than ``slots`` parallel sequences a second server with
+    them (stopped with ``stack``): one server per setting, so a one-slot run keeps its server."""
+    if conn.name != "local" or slots <= 1 or (server_slots(conn.backend) or 1) >= slots:
+        return conn
+    print(f"Starting an embedded llama-server with {slots} slots...", file=sys.stderr)
+    server = stack.enter_context(LocalServer(context=context, slots=slots))
+    return stack.enter_context(open_connection(Target("local", url=server.url)))

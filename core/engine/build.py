@@ -98,8 +98,8 @@ def _decode_speed(binary: Path, progress: Progress) -> float:
     result = probe(binary, find_model(), repeats=3)
     if not result["probe_ok"]:
         raise EngineError(f"The new build does not work here, so it was not cached: {result['problem']}")
-    progress(f"It decodes at {result['decode_tokens_per_s']} tokens/s.")
-    return float(result["decode_tokens_per_s"])
+    progress(f"It decodes at {result['decode_tps']} tokens/s.")
+    return float(result["decode_tps"])
 
 
 def _prebuilt_decode_speed(progress: Progress) -> float | None:
@@ -147,15 +147,3 @@ def build_native(progress: Progress = print, *, source: Path | None = None, outp
     progress(f"Done: {output} (the embedded engine uses it from now on)")
     return output
 
-
-def main() -> int:
-    try:
-        build_native(lambda line: print(line, flush=True))
-    except EngineError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

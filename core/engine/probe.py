@@ -19,8 +19,8 @@ def measure_speed(url: str, prompt: str = PROBE_PROMPT, answer_tokens: int = PRO
     """One uncached completion: the server's own prefill and decode tokens/s."""
     body = {"prompt": prompt, "n_predict": answer_tokens, "ignore_eos": True, "cache_prompt": False}
     timings = httpx.post(url + "/completion", json=body, timeout=300).raise_for_status().json()["timings"]
-    return {"prompt_tokens": timings["prompt_n"], "prefill_tokens_per_s": round(timings["prompt_per_second"], 1),
-            "answer_tokens": timings["predicted_n"], "decode_tokens_per_s": round(timings["predicted_per_second"], 1)}
+    return {"prompt_tokens": timings["prompt_n"], "prefill_tps": round(timings["prompt_per_second"], 1),
+            "answer_tokens": timings["predicted_n"], "decode_tps": round(timings["predicted_per_second"], 1)}
 
 
 def probe(binary: Path, model: Path, repeats: int = 1) -> dict[str, Any]:
@@ -30,6 +30,6 @@ def probe(binary: Path, model: Path, repeats: int = 1) -> dict[str, Any]:
         try:
             with LocalServer(binary, model, context=2048, log_dir=Path(logs)) as server:
                 runs = [measure_speed(server.url) for _ in range(repeats)]
-                return {"probe_ok": True, **max(runs, key=lambda run: run["decode_tokens_per_s"])}
+                return {"probe_ok": True, **max(runs, key=lambda run: run["decode_tps"])}
         except (EngineError, httpx.HTTPError, KeyError) as exc:
             return {"probe_ok": False, "problem": str(exc)}

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,7 +28,7 @@ import httpx
 from core.engine.choice import SIGILL_CODES, EngineError, cpu_message, find_model, find_server_binary, remember_sigill
 from core.engine.cpu import missing_flags
 
-__all__ = ["DEFAULT_CONTEXT", "EngineError", "LocalServer", "ServerInfo", "find_model", "find_server_binary",
+__all__ = ["DEFAULT_CONTEXT", "EngineError", "LocalServer", "find_model", "find_server_binary",
            "free_port"]
 
 DEFAULT_CONTEXT = 8192
@@ -44,15 +43,6 @@ def free_port() -> int:
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     if sys.platform.startswith("linux"):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-@dataclass
-class ServerInfo:
-    url: str
-    model_path: str
-    binary: str
-    context: int
-    log_path: str
 
 
 class LocalServer:
@@ -78,9 +68,6 @@ class LocalServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def info(self) -> ServerInfo:
-        return ServerInfo(self.url, str(self.model), str(self.binary), self.context, str(self.log_path))
 
     def command(self) -> list[str]:
         cmd = [str(self.binary), "-m", str(self.model), "-c", str(self.context), "-np", str(self.slots),

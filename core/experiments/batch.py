@@ -1,4 +1,4 @@
-"""Experiment 4: many requests at once. A concurrency sweep that yields one `BatchLevel` per N.
+"""Experiment 4 (``batch``): many requests at once. A concurrency sweep that yields one `BatchLevel` per N.
 
 At each level N the sweep sends two phases, each of N requests started together (threads behind a
 barrier, one shared httpx client whose pool holds them all):
@@ -22,11 +22,13 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
+from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
+from core.experiments.base import OUTPUT_PROMPT_TOKENS, Option, Plan, RunContext, ints
 from core.experiments.prompts import (
     TokenCounter,
     default_document,
@@ -34,14 +36,19 @@ from core.experiments.prompts import (
     nonce,
     output_length_messages,
 )
-from core.experiments.rounds import OUTPUT_PROMPT_TOKENS, Plan, warm_up
-from core.records import RequestResult
+from core.records import RequestResult, renamed
 
-BATCH = "batch"
-DEFAULT_LEVELS = (1, 2, 4, 8)
-DEFAULT_OUTPUT_TOKENS = 128
-DEFAULT_PROMPT_TOKENS = 600
+ID = "batch"
 BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
+OPTIONS = (Option("--concurrency", "experiment 4 (batch) requests at once, comma separated; up to the server's "
+                  "slots", ints),)
+
+
+@dataclass(frozen=True)
+class Settings:
+    concurrency: tuple[int, ...] = (1, 2, 4, 8)  # the levels N of the sweep
+    output_tokens: int = 128
+    prompt_tokens: int = 600
 
 
 def nearest_rank(values: Sequence[float], percent: float) -> float | None:
@@ -66,7 +73,7 @@ class StreamTiming:
     end_s: float
     output_tokens: int
     prompt_tokens: int | None
-    reused_tokens: int | None
+    cached_tokens: int | None
     chunk_times_s: list[float] = field(default_factory=list)
     error: str = ""
 
@@ -91,7 +98,7 @@ class BatchLevel:
     itl_p99_ms: float | None = None
     prefill_wall_ms: float | None = None
     wall_ms: float | None = None  # the decode phase
-    reused_tokens: int | None = None  # summed over every request; None when the server does not report it
+    cached_tokens: int | None = None  # summed over every request; None when the server does not report it
     errors: int = 0
     error: str = ""  # the first failing stream's message; "" when every stream succeeded
     streams: list[StreamTiming] = field(default_factory=list, repr=False)
@@ -103,8 +110,8 @@ class BatchLevel:
     def from_dict(cls, data: dict[str, Any]) -> "BatchLevel":
         """Read back a record written by `to_dict` (an export, a recorded sample)."""
         names = set(cls.__dataclass_fields__)
-        level = cls(**{k: v for k, v in data.items() if k in names and k != "streams"})
-        level.streams = [StreamTiming(**s) for s in data.get("streams") or []]
+        level = cls(**{k: v for k, v in renamed(data).items() if k in names and k != "streams"})
+        level.streams = [StreamTiming(**renamed(s)) for s in data.get("streams") or []]
         return level
 
 
@@ -128,7 +135,7 @@ def _timing(phase: str, offset: float, result: RequestResult) -> StreamTiming:
 
     end = shifted(result.end_s)  # None when the request failed before any answer
     return StreamTiming(phase, round(offset, 5), shifted(result.ttft_s), round(offset, 5) if end is None else end,
-                        _output_tokens(result), result.prompt_tokens, result.reused_tokens,
+                        _output_tokens(result), result.prompt_tokens, result.cached_tokens,
                         [round(offset + t, 5) for t in result.chunk_times_s], result.error)
 
 
@@ -161,7 +168,7 @@ def run_concurrently(backend: StreamingBackend, requests: Sequence[ChatRequest],
 
 
 def measure_level(backend: StreamingBackend, concurrency: int, body: str,
-                  output_tokens: int = DEFAULT_OUTPUT_TOKENS, cancel: threading.Event | None = None) -> BatchLevel:
+                  output_tokens: int = Settings.output_tokens, cancel: threading.Event | None = None) -> BatchLevel:
     """Both phases at one concurrency, folded into one record (see the module docstring).
 
     ``body`` is the prefill phase's document (`prefill_body`); TTFT and inter-token percentiles come
@@ -182,8 +189,8 @@ def measure_level(backend: StreamingBackend, concurrency: int, body: str,
                        wall_ms=_ms(decode_wall))
     failed = [t.error for t in level.streams if t.error]
     level.errors, level.error = len(failed), (failed[0] if failed else "")
-    reused = [t.reused_tokens for t in level.streams if t.reused_tokens is not None]
-    level.reused_tokens = sum(reused) if reused else None
+    cached = [t.cached_tokens for t in level.streams if t.cached_tokens is not None]
+    level.cached_tokens = sum(cached) if cached else None
     prompt_tokens = [(r.recomputed_tokens if r.recomputed_tokens is not None else r.prompt_tokens) or 0
                      for r in prefill_results if not r.error]
     level.prefill_prompt_tokens = sum(prompt_tokens) or None
@@ -204,11 +211,16 @@ def measure_level(backend: StreamingBackend, concurrency: int, body: str,
     return level
 
 
-def plan_batch(levels: Sequence[int], output_tokens: int = DEFAULT_OUTPUT_TOKENS,
-               prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> Plan:
-    """Two requests per stream per level (prefill, decode) plus the warm-up, for budgets."""
-    streams = sum(levels)
-    return Plan(2 * streams + 1 if streams else 0, streams * (prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + output_tokens))
+def plan(settings: Settings) -> Plan:
+    """Two requests per stream per level (prefill, decode) plus the warm-up, for budgets; one record per level."""
+    streams = sum(settings.concurrency)
+    tokens = streams * (settings.prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + settings.output_tokens)
+    return Plan(2 * streams + 1 if streams else 0, tokens, records=len(settings.concurrency))
+
+
+def slots(settings: Settings) -> int:
+    """The embedded server's slots the sweep needs: its largest N."""
+    return max(settings.concurrency, default=1)
 
 
 def server_slots(backend: StreamingBackend) -> int | None:
@@ -221,31 +233,33 @@ def levels_that_fit(levels: Sequence[int], most: int | None) -> list[int]:
     return sorted({n for n in levels if n >= 1 and (most is None or n <= most)})
 
 
-def prefill_body(counter: TokenCounter, prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> str:
+def prepare(settings: Settings, conn: Connection) -> Settings:
+    """The levels in order, up to the slots the server decodes at once."""
+    return replace(settings, concurrency=tuple(levels_that_fit(settings.concurrency, server_slots(conn.backend))))
+
+
+def prefill_body(counter: TokenCounter, prompt_tokens: int = Settings.prompt_tokens) -> str:
     """The document cut so that a prefill-phase prompt is about ``prompt_tokens`` tokens."""
     overhead = counter.count(input_length_messages("", nonce())[0]["content"]) + 24
     return counter.truncate(default_document()[: prompt_tokens * 8], max(prompt_tokens - overhead, 1))
 
 
-def concurrency_sweep(backend: StreamingBackend, counter: TokenCounter, levels: Sequence[int] = DEFAULT_LEVELS,
-                      output_tokens: int = DEFAULT_OUTPUT_TOKENS, prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
-                      cancel: threading.Event | None = None, on_progress: ProgressCallback | None = None,
-                      warm: bool = True) -> Iterator[BatchLevel]:
-    """Experiment 4: one `BatchLevel` per concurrency in ``levels``, in the order given.
+def rounds(run: RunContext, settings: Settings) -> Iterator[BatchLevel]:
+    """One `BatchLevel` per concurrency in ``settings.concurrency``, in the order given.
 
-    A stop (``cancel``) drops the level in flight and keeps the ones measured. ``on_progress`` hears
+    A stop drops the level in flight and keeps the ones measured. ``run.progress`` hears
     ``{"concurrency": N, "level": i, "levels": len(levels)}`` as each level starts.
     """
-    if warm:
-        warm_up(backend, cancel)
-    body = prefill_body(counter, prompt_tokens)
+    run.warm_up()
+    levels = settings.concurrency
+    body = prefill_body(run.counter, settings.prompt_tokens)
     for index, concurrency in enumerate(levels, start=1):
-        if cancel is not None and cancel.is_set():
+        if run.stopped():
             return
-        if on_progress is not None:
-            on_progress({"concurrency": concurrency, "level": index, "levels": len(levels)})
-        level = measure_level(backend, concurrency, body, output_tokens, cancel)
-        if cancel is not None and cancel.is_set():
+        if run.progress is not None:
+            run.progress({"concurrency": concurrency, "level": index, "levels": len(levels)})
+        level = measure_level(run.backend, concurrency, body, settings.output_tokens, run.cancel)
+        if run.stopped():
             return
         yield level
         if level.errors == len(level.streams):

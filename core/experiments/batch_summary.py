@@ -8,7 +8,6 @@ Providers' list prices put output at 3-5 times input (`PRICE_LISTS`, editable on
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,10 +24,6 @@ class PriceList:
     output_per_mtok: float
     as_of: str
     source: str
-
-    @property
-    def output_to_input(self) -> float:
-        return self.output_per_mtok / self.input_per_mtok
 
 
 PRICE_LISTS = (
@@ -79,12 +74,6 @@ def summarize_batch(levels: Sequence[BatchLevel]) -> BatchSummary | None:
     if len(usable) < 2:
         return None
     return BatchSummary(usable[0], usable[-1])
-
-
-def levels_from_json(text: str) -> tuple[dict, list[BatchLevel]]:
-    """Read back an export's ``levels`` (the CLI's ``--json``, a recorded sample)."""
-    data = json.loads(text)
-    return data.get("settings", {}), [BatchLevel.from_dict(record) for record in data.get("levels", [])]
 
 
 def batch_verdict(levels: Sequence[BatchLevel]) -> tuple[bool | None, dict[str, float]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from core.experiments.rounds import CACHE, INPUT, OUTPUT
+from core.experiments import input_length, output_length, prefix_cache
 from core.records import RoundResult
 from core.stats import LinearFit, linear_fit, median
 
@@ -23,7 +23,7 @@ def _sources(rows: Sequence[RoundResult], name: str) -> str | None:
 
 @dataclass
 class InputSummary:
-    prefill_tokens_per_s: float | None
+    prefill_tps: float | None
     ttft_fit: LinearFit | None
     prefill_fit: LinearFit | None
     prefill_source: str | None = None  # "server" (prefill_ms), "client" (TTFT where the server reports none), both
@@ -35,7 +35,7 @@ class InputSummary:
 
 def summarize_input(rows: Sequence[RoundResult]) -> InputSummary:
     """Prefill speed: tokens computed over the server's prefill time, or over TTFT where it reports none."""
-    ok = _ok(rows, INPUT)
+    ok = _ok(rows, input_length.ID)
     speeds, used = [], []
     for r in ok:
         tokens = r.recomputed_tokens if r.recomputed_tokens is not None else r.prompt_tokens
@@ -54,19 +54,17 @@ def summarize_input(rows: Sequence[RoundResult]) -> InputSummary:
 
 @dataclass
 class OutputSummary:
-    ms_per_token: float | None
-    decode_tokens_per_s: float | None
-    total_fit: LinearFit | None
+    ms_per_output_token: float | None
+    decode_tps: float | None
     decode_source: str | None = None  # "server" (llama-server's decode timings), "client" (the stream clock), both
 
 
 def summarize_output(rows: Sequence[RoundResult]) -> OutputSummary:
-    ok = _ok(rows, OUTPUT)
+    ok = _ok(rows, output_length.ID)
     per_token = median(r.ms_per_output_token for r in ok)
     return OutputSummary(
         per_token,
         1000 / per_token if per_token else None,
-        linear_fit([r.output_tokens for r in ok], [r.total_ms for r in ok]),
         _sources([r for r in ok if r.ms_per_output_token is not None], "decode_source"),
     )
 
@@ -76,7 +74,7 @@ class StrategySummary:
     strategy: str
     rounds: int
     recomputed_total: int | None
-    reused_total: int | None
+    cached_total: int | None
     recomputed_after_first: float | None
     ttft_median_after_first_ms: float | None
     recomputed_by_round: dict[int, int] = field(default_factory=dict)
@@ -89,7 +87,7 @@ def _total(values: list[int | None]) -> int | None:
 
 def summarize_cache(rows: Sequence[RoundResult]) -> dict[str, StrategySummary]:
     out: dict[str, StrategySummary] = {}
-    ok = _ok(rows, CACHE)
+    ok = _ok(rows, prefix_cache.ID)
     for strategy in dict.fromkeys(r.strategy for r in ok):
         mine = [r for r in ok if r.strategy == strategy]
         later = [r for r in mine if r.round > 1]
@@ -98,7 +96,7 @@ def summarize_cache(rows: Sequence[RoundResult]) -> dict[str, StrategySummary]:
             str(strategy),
             len(mine),
             _total([r.recomputed_tokens for r in mine]),
-            _total([r.reused_tokens for r in mine]),
+            _total([r.cached_tokens for r in mine]),
             median(r.recomputed_tokens for r in later),
             median(r.ttft_ms for r in later),
             {r.round: r.recomputed_tokens for r in mine if r.recomputed_tokens is not None},
@@ -109,8 +107,8 @@ def summarize_cache(rows: Sequence[RoundResult]) -> dict[str, StrategySummary]:
 
 def prefill_decode_ratio(input_summary: InputSummary, output_summary: OutputSummary) -> float | None:
     """How many times faster prefill processes a token than decode produces one."""
-    if input_summary.prefill_tokens_per_s and output_summary.decode_tokens_per_s:
-        return input_summary.prefill_tokens_per_s / output_summary.decode_tokens_per_s
+    if input_summary.prefill_tps and output_summary.decode_tps:
+        return input_summary.prefill_tps / output_summary.decode_tps
     return None
 
 

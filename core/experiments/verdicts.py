@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from core.experiments import rounds as ex
-from core.experiments import summaries
+from core.experiments import input_length, output_length, prefix_cache, summaries
 from core.records import RoundResult
 from core.stats import median
 
@@ -17,20 +16,20 @@ Verdict = tuple[bool, dict[str, Any]]
 
 
 def input_verdict(rows: Sequence[RoundResult]) -> Verdict:
-    ok = sorted((r for r in rows if r.experiment == ex.INPUT and not r.error and r.ttft_ms is not None),
+    ok = sorted((r for r in rows if r.experiment == input_length.ID and not r.error and r.ttft_ms is not None),
                 key=lambda r: r.prompt_tokens or 0)
     summary = summaries.summarize_input(rows)
-    if len({r.prompt_tokens for r in ok}) < 2 or not summary.prefill_tokens_per_s:
+    if len({r.prompt_tokens for r in ok}) < 2 or not summary.prefill_tps:
         return False, {}
     first, last = ok[0], ok[-1]
     fit = summary.ttft_fit
     shown = last.ttft_ms > first.ttft_ms and fit is not None and fit.slope > 0  # type: ignore[operator]
     return shown, {"first": first.ttft_ms, "first_tokens": first.prompt_tokens, "last": last.ttft_ms,
-                   "last_tokens": last.prompt_tokens, "speed": summary.prefill_tokens_per_s}
+                   "last_tokens": last.prompt_tokens, "speed": summary.prefill_tps}
 
 
 def output_verdict(rows: Sequence[RoundResult]) -> Verdict:
-    ok = sorted((r for r in rows if r.experiment == ex.OUTPUT and not r.error and r.ms_per_output_token
+    ok = sorted((r for r in rows if r.experiment == output_length.ID and not r.error and r.ms_per_output_token
                  and r.total_ms is not None), key=lambda r: r.output_tokens or 0)
     if len({r.output_tokens for r in ok}) < 2:
         return False, {}
@@ -48,7 +47,7 @@ def output_verdict(rows: Sequence[RoundResult]) -> Verdict:
 def cache_verdict(rows: Sequence[RoundResult]) -> Verdict:
     """Compares append-only with the first other strategy on the rounds after the first that both
     measured, by token counts or else by TTFT."""
-    ok = [r for r in rows if r.experiment == ex.CACHE and not r.error and r.round > 1]
+    ok = [r for r in rows if r.experiment == prefix_cache.ID and not r.error and r.round > 1]
     names = list(dict.fromkeys(r.strategy for r in ok))
     if "append_only" not in names or len(names) < 2:
         return False, {}

@@ -4,10 +4,9 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core.backends.connect import Connection
-from core.experiments import rounds as ex
+from core.experiments import output_length as ex
 from core.experiments import summaries
-from core.experiments.runner import RowSource
+from core.experiments.registry import EXPERIMENTS
 from core.experiments.verdicts import output_verdict
 from ui.charts import output_charts
 from ui.content import Texts
@@ -25,21 +24,17 @@ with st.expander(t("common.settings"), expanded=True):
     repeats = st.number_input(t("common.repeats"), 1, 5, key="output_repeats")
 
 
-def make_source(conn: Connection) -> RowSource:
-    return lambda cancel, progress: ex.output_length_sweep(conn.backend, sorted(lengths), repeats, cancel=cancel,
-                                                           on_progress=progress)
-
-
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     rows = runs[0].rows
     summary = summaries.summarize_output(rows)
     prefill_tps = measured().prefill_tps
-    ratio = prefill_tps / summary.decode_tokens_per_s if prefill_tps and summary.decode_tokens_per_s else None
+    ratio = prefill_tps / summary.decode_tps if prefill_tps and summary.decode_tps else None
     a, b, c = st.columns(3)
     a.metric(
-        t("output.metric_speed"), f"{summary.decode_tokens_per_s:,.1f} tok/s" if summary.decode_tokens_per_s else "–"
+        t("output.metric_speed"), f"{summary.decode_tps:,.1f} tok/s" if summary.decode_tps else "–"
     )
-    b.metric(t("output.metric_per_token"), f"{summary.ms_per_token:.1f} ms" if summary.ms_per_token else "–")
+    per_token = summary.ms_per_output_token
+    b.metric(t("output.metric_per_token"), f"{per_token:.1f} ms" if per_token else "–")
     c.metric(t("output.metric_ratio"), f"{ratio:.1f} : 1" if ratio else t("output.ratio_missing"))
     charts = output_charts(runs, t)
     left, right = st.columns(2)
@@ -53,7 +48,5 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     explain(t, "output", shown, verdict)
 
 
-plan = ExperimentPlan(
-    ex.OUTPUT, {"lengths": sorted(lengths), "repeats": repeats}, ex.plan_output(lengths, repeats), make_source
-)
-show_run(run_controls(plan), draw, ex.OUTPUT)
+plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], ex.Settings(tuple(sorted(lengths)), int(repeats)))
+show_run(run_controls(plan), draw, ex.ID)

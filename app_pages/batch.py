@@ -10,8 +10,7 @@ from core.backends.connect import Connection
 from core.engine.server import DEFAULT_CONTEXT, EngineError
 from core.experiments import batch as bt
 from core.experiments.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
-from core.experiments.runner import RowSource
-from core.export import to_json
+from core.experiments.registry import EXPERIMENTS
 from core.hosting import Refused
 from ui.batch_charts import latency_chart, streams_chart, throughput_chart
 from ui.content import Texts
@@ -36,22 +35,19 @@ if embedded:
 
 most = hosted().max_concurrency
 choices = [n for n in (1, 2, 4, 8, 16) if (most is None or n <= most) and not (embedded and n > bt.BATCH_SLOTS)]
-st.session_state["batch_levels"] = [n for n in st.session_state["batch_levels"] if n in choices]
+st.session_state["batch_concurrency"] = [n for n in st.session_state["batch_concurrency"] if n in choices]
 with st.expander(t("common.settings"), expanded=True):
-    levels = sorted(st.multiselect(t("batch.levels"), choices, key="batch_levels"))
+    levels = sorted(st.multiselect(t("batch.levels"), choices, key="batch_concurrency"))
     output_tokens = st.select_slider(t("batch.output_tokens"), [32, 64, 128, 256], key="batch_output_tokens")
     prompt_tokens = st.select_slider(t("batch.prompt_tokens"), [200, 400, 600, 1000], key="batch_prompt_tokens")
 
 
-def make_source(conn: Connection) -> RowSource:
-    """The sweep at the levels the server decodes at once; refused when that leaves fewer than two of them."""
+def check(allowed: bt.Settings, conn: Connection) -> None:
+    """The sweep runs at the levels the server decodes at once; refused when that leaves fewer than two of them."""
     hosted().check_concurrency(max(levels, default=1))
-    slots = bt.server_slots(conn.backend)
-    allowed = bt.levels_that_fit(levels, slots)
-    if len(allowed) < min(2, len(levels)):
-        raise Refused(t("batch.capped", slots=slots, skipped=", ".join(str(n) for n in levels if n not in allowed)))
-    return lambda cancel, progress: bt.concurrency_sweep(conn.backend, conn.counter, allowed, output_tokens,
-                                                         prompt_tokens, cancel=cancel, on_progress=progress)
+    if len(allowed.concurrency) < min(2, len(levels)):
+        skipped = ", ".join(str(n) for n in levels if n not in allowed.concurrency)
+        raise Refused(t("batch.capped", slots=bt.server_slots(conn.backend), skipped=skipped))
 
 
 def level_table(rows: Sequence[bt.BatchLevel]) -> pd.DataFrame:
@@ -59,8 +55,7 @@ def level_table(rows: Sequence[bt.BatchLevel]) -> pd.DataFrame:
 
 
 LEVELS = Records(table=level_table, name=lambda level: f"N = {level.concurrency}", step="batch.level_of",
-                 done="batch.done", stopped="batch.stopped", failed="batch.failed",
-                 export=lambda settings, rows: to_json(settings, [], levels=rows))
+                 done="batch.done", stopped="batch.stopped", failed="batch.failed")
 
 
 def _tps(value: float | None) -> str:
@@ -117,10 +112,9 @@ def price_lens(t: Texts) -> None:
         right.info(t("batch.price_missing"))
 
 
-plan = ExperimentPlan(bt.BATCH, {"levels": levels, "output_tokens": output_tokens, "prompt_tokens": prompt_tokens},
-                      bt.plan_batch(levels, output_tokens, prompt_tokens), make_source, steps=len(levels),
-                      slots=bt.BATCH_SLOTS)
-show_run(run_controls(plan), draw, bt.BATCH, LEVELS)
+plan = ExperimentPlan.of(EXPERIMENTS[bt.ID], bt.Settings(tuple(levels), int(output_tokens), int(prompt_tokens)),
+                         check, slots=bt.BATCH_SLOTS)
+show_run(run_controls(plan), draw, bt.ID, LEVELS)
 
 st.subheader(t("batch.why_title"))
 st.markdown(t.rich("batch.why"), unsafe_allow_html=True)

@@ -4,11 +4,9 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from core.backends.connect import Connection
-from core.experiments import rounds as ex
+from core.experiments import input_length as ex
 from core.experiments import summaries
-from core.experiments.prompts import default_document
-from core.experiments.runner import RowSource
+from core.experiments.registry import EXPERIMENTS
 from core.experiments.verdicts import input_verdict
 from ui.charts import input_chart
 from ui.content import Texts
@@ -26,18 +24,12 @@ with st.expander(t("common.settings"), expanded=True):
     repeats = st.number_input(t("common.repeats"), 1, 5, key="input_repeats")
 
 
-def make_source(conn: Connection) -> RowSource:
-    fitting = ex.sizes_that_fit(sorted(sizes), conn.context)
-    return lambda cancel, progress: ex.input_length_sweep(conn.backend, default_document(), conn.counter, fitting,
-                                                          repeats, cancel=cancel, on_progress=progress)
-
-
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     rows = runs[0].rows
     summary = summaries.summarize_input(rows)
     a, b, c = st.columns(3)
     a.metric(
-        t("input.metric_speed"), f"{summary.prefill_tokens_per_s:,.0f} tok/s" if summary.prefill_tokens_per_s else "–"
+        t("input.metric_speed"), f"{summary.prefill_tps:,.0f} tok/s" if summary.prefill_tps else "–"
     )
     per_1k = summary.ms_per_1k()
     b.metric(t("input.metric_per_1k"), f"{per_1k:,.0f} ms" if per_1k else "–")
@@ -57,7 +49,5 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
 
 
-plan = ExperimentPlan(
-    ex.INPUT, {"sizes": sorted(sizes), "repeats": repeats}, ex.plan_input(sizes, repeats), make_source
-)
-show_run(run_controls(plan), draw, ex.INPUT)
+plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], ex.Settings(tuple(sorted(sizes)), int(repeats)))
+show_run(run_controls(plan), draw, ex.ID)

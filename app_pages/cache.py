@@ -6,10 +6,10 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core.backends.connect import Connection
-from core.experiments import rounds as ex
+from core.experiments import prefix_cache as ex
 from core.experiments import summaries
 from core.experiments.prompts import STRATEGIES, DocumentError, FittedDocument, default_document, read_document
-from core.experiments.runner import RowSource
+from core.experiments.registry import EXPERIMENTS
 from core.experiments.samples import chapter_reference
 from core.experiments.verdicts import cache_verdict
 from ui.charts import cache_token_chart, cache_ttft_chart
@@ -38,7 +38,7 @@ with st.expander(t("common.settings"), expanded=True):
                                    format_func=lambda s: t(f"strategy.{s}"))
     upload = st.file_uploader(t("cache.upload"), type=None, key="cache_upload", help=t("cache.upload_help"))
 
-document, doc_name = default_document(), "default"
+document, doc_name = default_document(), ex.DEFAULT_DOC
 if upload is not None:
     try:
         document, doc_name = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes), upload.name
@@ -61,13 +61,10 @@ else:
                  original=f"{approx}{fitted.original_tokens:,}"))
 
 
-def make_source(conn: Connection) -> RowSource:
+def check(settings: ex.Settings, conn: Connection) -> None:
     """The document fitted above, for this backend, goes out as it is."""
     if fitted is None:
         raise ValueError(t("cache.not_fitted"))
-    document = fitted
-    return lambda cancel, progress: ex.prefix_cache_rounds(conn.backend, document, strategies, rounds,
-                                                           cancel=cancel, on_progress=progress)
 
 
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
@@ -100,10 +97,9 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
     explain(t, "cache", shown, verdict)
 
 
-settings = {"rounds": rounds, "strategies": strategies, "doc": doc_name, "doc_sha256": doc_id, "doc_tokens": doc_tokens}
-sent_tokens = fitted.tokens if fitted else int(doc_tokens)
-plan = ExperimentPlan(ex.CACHE, settings, ex.plan_cache(sent_tokens, rounds, len(strategies)), make_source)
-show_run(run_controls(plan), draw, ex.CACHE)
+settings = ex.Settings(int(rounds), tuple(strategies), doc_name, int(doc_tokens), document, fitted)
+plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], settings, check, doc_sha256=doc_id)
+show_run(run_controls(plan), draw, ex.ID)
 
 reference = chapter_reference()
 with st.expander(t("cache.reference")):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -117,15 +119,19 @@ STREAMLIT_DEFAULTS = ["--server.fileWatcherType", "auto", "--runner.postScriptGC
 
 
 @contextmanager
-def app_server(flags: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+def app_server(flags: list[str]) -> Iterator[tuple[str, int]]:
     """``streamlit run`` the app (the repository's config.toml, then ``flags``) in hosted mode on a free port;
-    yields its URL and pid."""
+    yields its URL and pid. Hosted mode is set as a deploy sets it, in a secrets file (here the user-level
+    one, in a temporary home), not in the environment."""
+    home = Path(tempfile.mkdtemp(prefix="prefill-lab-bench-"))
+    (home / ".streamlit").mkdir()
+    (home / ".streamlit" / "secrets.toml").write_text('PREFILL_LAB_HOSTED = "true"\n')
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port),
            "--server.headless", "true", *flags]
     log = open(os.devnull, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "PREFILL_LAB_HOSTED": "true", **(env or {})})
+                            env={**os.environ, "HOME": str(home)})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -140,8 +146,13 @@ def app_server(flags: list[str], env: dict[str, str] | None = None) -> Iterator[
         yield url, proc.pid
     finally:
         proc.terminate()
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:  # a server still busy with a burst it could not serve
+            proc.kill()
+            proc.wait(30)
         log.close()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -224,7 +224,7 @@ def test_two_cli_runs_on_one_llama_server_are_serialised(tmp_path: Path, lock_di
 
     with LocalServer(log_dir=tmp_path) as server:
         cmd = [sys.executable, "-m", "core", "--backend", "llama", "--url", server.url, "--only", "output",
-               "--lengths", "64", "128", "--repeats", "2"]
+               "--lengths", "16", "--repeats", "2"]
         env = {"XDG_RUNTIME_DIR": str(lock_dir), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
         first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60

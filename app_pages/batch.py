@@ -62,14 +62,14 @@ def _tps(value: float | None) -> str:
     return f"{value:,.0f} tok/s" if value else "–"
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
-    rows: list[bt.BatchLevel] = list(runs[0].rows)  # type: ignore[arg-type]
+def draw(runs: Sequence[RunView[bt.BatchLevel]], t: Texts, key: str) -> None:
+    rows = list(runs[0].rows)
     last, summary = (rows[-1] if rows else None), summarize_batch(rows)
     a, b, c, d = st.columns(4)
-    a.metric(t("batch.metric_decode"), _tps(last and last.aggregate_decode_tps),
+    a.metric(t("batch.metric_decode"), _tps(last.aggregate_decode_tps if last else None),
              delta=f"{summary.decode_gain:.1f}x" if summary and summary.decode_gain else None)
-    b.metric(t("batch.metric_stream"), _tps(last and last.per_stream_decode_tps))
-    c.metric(t("batch.metric_prefill"), _tps(last and last.aggregate_prefill_tps))
+    b.metric(t("batch.metric_stream"), _tps(last.per_stream_decode_tps if last else None))
+    c.metric(t("batch.metric_prefill"), _tps(last.aggregate_prefill_tps if last else None))
     alone, batched = (summary.decode_cost_alone, summary.decode_cost_batched) if summary else (None, None)
     d.metric(t("batch.metric_cost"), t("batch.cost_value", alone=alone, batched=batched) if alone and batched else "–")
     left, right = st.columns(2)

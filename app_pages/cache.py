@@ -12,6 +12,7 @@ from core.experiments.prompts import STRATEGIES, DocumentError, FittedDocument, 
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.samples import chapter_reference
 from core.experiments.verdicts import cache_verdict
+from core.records import RoundResult
 from ui.charts import cache_token_chart, cache_ttft_chart
 from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
@@ -67,7 +68,7 @@ def check(settings: ex.Settings, conn: Connection) -> None:
         raise ValueError(t("cache.not_fitted"))
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     rows = runs[0].rows
     by_strategy = summaries.summarize_cache(rows)
     ratios = summaries.recomputed_ratio(by_strategy)

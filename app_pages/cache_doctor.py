@@ -2,6 +2,7 @@
 
 import hashlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -15,7 +16,14 @@ from ui.connection import connect, current_target
 from ui.content import Texts
 from ui.contract import ExperimentPlan, RunSource, RunView
 from ui.doctor_charts import doctor_chart
-from ui.doctor_sections import audit_section, billing_section, measured_section
+from ui.doctor_sections import (
+    audit_section,
+    billing_section,
+    diagnosis_section,
+    measured_section,
+    timeline_section,
+    unexplained_section,
+)
 from ui.experiment import run_controls, show_run
 from ui.secrets import hosted
 from ui.state import BACKEND_KEY
@@ -43,6 +51,10 @@ server_ready = BACKENDS[st.session_state.get(BACKEND_KEY, "local")].is_llama_ser
 use_server = st.toggle(t("doctor.use_server"), value=server_ready, disabled=not server_ready, key="doctor_use_server",
                        help=t("doctor.use_server_help"))
 
+formats = [None, *doctor.FORMATS]
+log_format = st.selectbox(t("doctor_input.format_select"), formats, key="doctor_format",
+                          help=t("doctor_input.format_help"),
+                          format_func=lambda f: t("doctor_input.format_auto") if f is None else f)
 inputs = [(f.name, f.getvalue()) for f in files or []]
 if not inputs and pasted.strip():
     inputs = [("pasted.jsonl", pasted.encode())]
@@ -50,17 +62,19 @@ if not inputs:
     st.info(t("doctor.empty"))
     st.stop()
 # parsed once per input and kept with its analyses, so a click elsewhere on the page does not redo them
-digest = hashlib.sha256(b"".join(data for _, data in inputs)).hexdigest()
-cached = st.session_state.get("doctor_input")
+digest = hashlib.sha256(b"".join(data for _, data in inputs) + str(log_format).encode()).hexdigest()
+cached: dict[str, Any] | None = st.session_state.get("doctor_input")
 if cached is None or cached["digest"] != digest:
     try:
-        parsed = doctor.load_inputs(inputs, most_bytes)
+        parsed = doctor.load_inputs(inputs, most_bytes, log_format)
     except doctor.TranscriptError as exc:
         st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
         st.stop()
     cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
-transcript = cached["transcript"]
-if not transcript.rounds:
+kept: dict[str, Any] = cached
+transcript = kept["transcript"]
+decision = doctor.comparison(transcript, ", ".join(n for n, _ in inputs))  # what is compared: the CLI's call too
+if decision.kind == doctor.UNREAD:
     st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
              icon=":material/error:")
     st.stop()
@@ -68,19 +82,21 @@ for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
+if transcript.mixed:
+    st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
 
-if transcript.kind == "system_prompt":
-    prompt = transcript.rounds[0].messages[0].text()
-    transcripts = {s: doctor.simulate(prompt, s) for s in ("append_only", "timestamp_first")}
+if decision.kind == doctor.SINGLE_ROUND:
+    st.error(t("doctor.single_round", name=decision.name), icon=":material/error:")
+    st.stop()
+if decision.kind == doctor.SIMULATE:
     st.subheader(t("doctor.compare_title"))
     st.caption(t("doctor.compare_caption"))
-else:
-    transcripts = {"transcript": transcript}
+transcripts = decision.transcripts
 
 
 def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
     """Analysis per transcript and backend, kept with the input (rendering with a server costs requests)."""
-    cache = cached["analyses"]
+    cache = kept["analyses"]
     target = current_target() if use_server else None
     key = (name, target.url if target else None)
     if key not in cache:
@@ -141,12 +157,15 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
             right.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.new_snippet}</pre>")
             st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{finding.cause}')}")
     measured_section(name, findings, t)
+    unexplained_section(findings, t)
+    diagnosis_section(name, findings, t)
+    timeline_section(name, findings, t)
     audit_section(name, analysis, t)
     billing_section(name, analysis, t)
 
 
 analyses: dict[str, doctor.Analysis] = {}
-tabs = st.tabs([t(f"strategy.{name}") if name in ("append_only", "timestamp_first") else t("nav.doctor")
+tabs = st.tabs([t(f"strategy.{name}") if name in doctor.SIMULATED_STRATEGIES else t("nav.doctor")
                 for name in transcripts])
 for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:
@@ -168,7 +187,7 @@ def make_source(conn: Connection) -> RunSource:
     return rows
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     """Measured against predicted, per transcript, redrawn after every replayed round."""
     rows = runs[0].rows
     for name, analysis in analyses.items():

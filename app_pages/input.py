@@ -8,6 +8,7 @@ from core.experiments import input_length as ex
 from core.experiments import summaries
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.verdicts import input_verdict
+from core.records import RoundResult
 from ui.charts import input_chart
 from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
@@ -24,7 +25,7 @@ with st.expander(t("common.settings"), expanded=True):
     repeats = st.number_input(t("common.repeats"), 1, 5, key="input_repeats")
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     rows = runs[0].rows
     summary = summaries.summarize_input(rows)
     a, b, c = st.columns(3)

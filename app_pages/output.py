@@ -8,6 +8,7 @@ from core.experiments import output_length as ex
 from core.experiments import summaries
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.verdicts import output_verdict
+from core.records import RoundResult
 from ui.charts import output_charts
 from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
@@ -24,7 +25,7 @@ with st.expander(t("common.settings"), expanded=True):
     repeats = st.number_input(t("common.repeats"), 1, 5, key="output_repeats")
 
 
-def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
+def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     rows = runs[0].rows
     summary = summaries.summarize_output(rows)
     prefill_tps = measured().prefill_tps

@@ -262,8 +262,7 @@ def guarded_transport(settings: HostedSettings) -> httpx.HTTPTransport:
     return transport
 
 
-def check_base_url(url: str, settings: HostedSettings,
-                   resolve: Callable[..., list[Any]] = socket.getaddrinfo) -> None:
+def check_base_url(url: str, settings: HostedSettings, resolve: Callable[..., list[Any]] = socket.getaddrinfo) -> None:
     """In hosted mode, allow only listed base URLs whose host resolves to public addresses."""
     if not settings.hosted:
         return

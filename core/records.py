@@ -1,4 +1,9 @@
-"""Typed records: one per request (`RequestResult`) and one per experiment round (`RoundResult`)."""
+"""Typed records: one per request (`RequestResult`) and one per experiment round (`RoundResult`).
+
+Every count and time in them was validated where it was read (`core.backends.usage`): a field a
+server sent that is not a number is left out and named in ``unreadable_fields``, so the arithmetic
+here never meets a string.
+"""
 
 from __future__ import annotations
 
@@ -50,6 +55,7 @@ class RequestResult:
     server_decode_ms: float | None = None
     server_decode_tokens: int | None = None
     server_ms_per_output_token: float | None = None  # llama-server's own predicted_per_token_ms
+    unreadable_fields: list[str] = field(default_factory=list)  # sent by the server but not a number: left out
 
     @property
     def inter_token_s(self) -> list[float]:
@@ -83,6 +89,7 @@ class RoundResult:
     usage_source: str | None = None  # e.g. "usage.prompt_tokens_details.cached_tokens", "timings.cache_n"
     prefill_source: str | None = None  # SERVER (prefill_ms from the server) or CLIENT (only TTFT, the stream clock)
     decode_source: str | None = None  # SERVER (the server's decode timings) or CLIENT (the stream clock)
+    unreadable_fields: str = ""  # fields the server sent that were not numbers ("; " between them), left out
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +126,7 @@ class RoundResult:
             usage_source=result.usage_source,
             prefill_source=prefill_source,
             decode_source=decode_source,
+            unreadable_fields="; ".join(result.unreadable_fields),
             error=result.error,
             **extra,
         )

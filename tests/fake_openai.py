@@ -6,7 +6,9 @@ each fault by naming it: ``ok``, ``401``, ``404``, ``429``, ``500``, ``slow`` (f
 ``no-usage``, ``keepalive`` (SSE comments), ``reasoning`` (reasoning deltas before content),
 ``list-content`` (Mistral's reasoning models: ``content`` as a list of typed ``thinking``/``text``
 parts), ``think`` (DeepSeek-R1 on Groq/Together: ``<think>…</think>`` inline in ``content``),
-``no-stream`` (a plain JSON completion), ``echo-key`` (an error body that repeats the key).
+``no-stream`` (a plain JSON completion), ``echo-key`` (an error body that repeats the key),
+``endless`` (tokens that never stop, whatever ``max_tokens`` says), ``ping-only`` (nothing but
+``: ping`` comments, forever), ``bad-usage`` (usage counts that are not numbers).
 
 ``POST /v1/messages`` answers as Anthropic's Messages API does: ``message_start``,
 ``content_block_*``, ``ping``, ``message_delta``, ``message_stop`` (model ``anthropic-thinking``
@@ -105,6 +107,8 @@ class Handler(BaseHTTPRequestHandler):  # noqa: D101
         if model == "slow":
             time.sleep(SLOW_SECONDS)
         self._start_stream()
+        if model in ("endless", "ping-only"):
+            return self._forever(model)
         if model == "keepalive":
             self._write(b": keep-alive\n\n: OPENROUTER PROCESSING\n\n")
         self._write(chunk({"role": "assistant", "content": None}))
@@ -129,10 +133,22 @@ class Handler(BaseHTTPRequestHandler):  # noqa: D101
             time.sleep(self.server.token_delay)
             self._write(chunk({"content": [{"type": "text", "text": word}] if model == "list-content" else word}))
         self._write(chunk({}, finish="length"))
-        if model != "no-usage":
+        if model == "bad-usage":
+            bad = {"prompt_tokens": "many", "completion_tokens": [6], "prompt_tokens_details": {"cached_tokens": -1}}
+            self._write(b"data: " + json.dumps({"choices": [], "usage": bad}).encode() + b"\n\n")
+        elif model != "no-usage":
             self._write(usage_chunk(prompt_tokens, len(words), self.server.next_cached_tokens(prompt_tokens)))
         self._write(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
+
+    def _forever(self, model: str) -> None:
+        """A stream that never ends, until the client goes away."""
+        try:
+            while True:
+                time.sleep(self.server.token_delay)
+                self._write(chunk({"content": " more"}) if model == "endless" else b": ping\n\n")
+        except OSError:
+            return
 
     def _anthropic(self, body: dict[str, Any]) -> None:
         model = body.get("model", "ok")

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.backends import OpenAICompatBackend
 from core.backends.connect import Connection, Target, open_connection
+from core.backends.tokens import EstimatingTokenCounter
 from core.cli import batch as batch_cli
 from core.cli.main import main
 from core.engine.server import LocalServer
@@ -21,12 +22,11 @@ from core.experiments import batch
 from core.experiments.base import RunContext
 from core.experiments.batch import BatchLevel, levels_that_fit, nearest_rank, server_slots
 from core.experiments.batch_summary import batch_verdict, summarize_batch
-from core.experiments.prompts import EstimatingTokenCounter
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.runner import DONE, BackgroundRun
 from core.export import from_json, to_csv, to_json
 from core.hosting import Refused, load_settings
-from tests.apptest import api_state, app, chart_values
+from tests.apptest import api_state, app
 from tests.fake_openai import FakeOpenAIServer, Handler
 
 
@@ -250,26 +250,6 @@ def test_hosted_visitor_cannot_choose_more_than_the_limit(fake_api):
     assert at.multiselect(key="batch_concurrency").options == ["1", "2"]
     assert list(at.dataframe[0].value["concurrency"]) == [1, 2]
     assert len(fake_api.requests) == 1 + 2 * (1 + 2), "the warm-up, then two phases at N = 1 and N = 2 only"
-
-
-@pytest.mark.parametrize(("page", "state", "columns"), [
-    ("app_pages/input.py", {"input_sizes": [128, 256], "input_repeats": 3}, ["ttft_ms"]),
-    ("app_pages/output.py", {"output_lengths": [8, 16], "output_repeats": 3},
-     ["total_ms", "ms_per_output_token"]),
-])
-def test_experiments_1_and_2_with_repeats_show_p50_and_p90(fake_api, page, state, columns):
-    at = app(**api_state(fake_api), **state)
-    at.run()
-    at.switch_page(page).run()
-    at.button(key=f"run_{'input' if 'input' in page else 'output'}").click().run()
-    assert not at.exception and not at.error, [e.value for e in at.error]
-    rounds = at.dataframe[0].value
-    spread = [r for r in chart_values(at) if "p90" in r and r.get("n") == 3]
-    assert len(spread) == 2 * len(columns), "one p50/p90 mark per point and chart with repeats"
-    measured = {value for column in columns for value in rounds[column]}
-    for mark in spread:
-        assert mark["low"] <= mark["p50"] <= mark["p90"]
-        assert {mark["p50"], mark["p90"]} <= measured, "percentiles are measured values (nearest rank)"
 
 
 def test_page_shows_the_recorded_sweep_without_any_backend(fake_api):

@@ -183,7 +183,7 @@ def test_single_text_file_is_a_system_prompt_compared_by_strategy():
 
 def test_every_rule_has_a_source_and_a_date():
     data = tomllib.loads(RULES_FILE.read_text())
-    assert {r["name"] for r in data["rule"]} == {"OpenAI", "Anthropic", "DeepSeek", "Gemini", "llama-server"}
+    assert {"OpenAI", "Anthropic", "DeepSeek", "Gemini", "llama-server"} <= {r["name"] for r in data["rule"]}
     for rule in data["rule"]:
         assert rule["source"].startswith("https://") and rule["checked"] >= "2026-11-30", rule["name"]
     assert "api-docs.deepseek.com/guides/kv_cache" in doctor.BILLING_RULES["DeepSeek"].source

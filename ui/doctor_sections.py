@@ -1,12 +1,14 @@
-"""The cache doctor page's sections below the findings: measured hits, the breakpoint audit, the bill."""
+"""The cache doctor page's sections below the findings: measured hits, the provider's own diagnosis, what the
+payload cannot show, the timeline of the rounds, the breakpoint audit, the bill."""
 
 import pandas as pd
 import streamlit as st
 
 from core import doctor
 from core.doctor import BILLING_RULES
+from core.doctor.diagnostics import DIAGNOSTICS
 from ui.content import Texts
-from ui.doctor_charts import measured_chart
+from ui.doctor_charts import measured_chart, timeline_chart
 
 
 def measured_section(name: str, findings: list[dict], t: Texts) -> None:
@@ -16,11 +18,54 @@ def measured_section(name: str, findings: list[dict], t: Texts) -> None:
         return
     st.subheader(t("doctor_input.measured_title"))
     provider = rows[0]["provider"]
-    st.caption(t("doctor_input.measured_caption", source=BILLING_RULES[provider].usage_field, provider=provider))
+    st.caption(t("doctor_input.measured_caption", source=BILLING_RULES[provider].usage_field or "usage",
+                 provider=provider))
     st.altair_chart(measured_chart(findings, t), width="stretch", key=f"doctor-measured-{name}")
     st.dataframe(pd.DataFrame([{"round": f["round"], "measured": f["measured_cached_tokens"],
                                 "predicted": f["predicted_cached_tokens"], "verdict": t(f"verdict.{f['verdict']}")}
                                for f in rows]), hide_index=True, key=f"doctor-measured-table-{name}")
+
+
+def unexplained_section(rows: list[dict], t: Texts) -> None:
+    """Rounds whose prefix was intact but the provider read less: what the payload cannot show."""
+    missed = [f for f in rows if f["unexplained"]]
+    if not missed:
+        return
+    st.subheader(t("doctor_input.unexplained_title"))
+    for f in missed:
+        reasons = "; ".join(t(f"unexplained.{r}") for r in f["unexplained"])
+        st.warning(t("doctor_input.unexplained", round=f["round"], provider=f["provider"],
+                     measured=f["measured_cached_tokens"], predicted=f["predicted_cached_tokens"], reasons=reasons),
+                   icon=":material/help:")
+
+
+def diagnosis_section(name: str, rows: list[dict], t: Texts) -> None:
+    """The provider's cache diagnostics, where the responses carry them, beside the doctor's cause."""
+    diagnosed = [f for f in rows if f["provider_reason"] is not None]
+    if not diagnosed:
+        return
+    st.subheader(t("diagnosis.title"))
+    st.caption(t("diagnosis.caption", source=", ".join(f"{d['field']}: {d['source']}" for d in DIAGNOSTICS.values())))
+    for f in diagnosed:
+        if f["diagnosis_agrees"] is False:
+            st.error(t("diagnosis.disagree", round=f["round"], reason=f["provider_reason"],
+                       section=f["provider_section"], cause=t(f"cause.{f['cause']}")), icon=":material/compare_arrows:")
+    match = {True: t("diagnosis.agree"), False: t("diagnosis.differs"), None: t("diagnosis.nothing")}
+    st.dataframe(pd.DataFrame([{t("diagnosis.round"): f["round"], t("diagnosis.provider"): f["provider_reason"],
+                                t("diagnosis.section"): f["provider_section"],
+                                t("diagnosis.missed"): f["provider_missed_tokens"],
+                                t("diagnosis.doctor"): t(f"cause.{f['cause']}"),
+                                t("diagnosis.match"): match[f["diagnosis_agrees"]]} for f in diagnosed]),
+                 hide_index=True, key=f"doctor-diagnosis-{name}")
+
+
+def timeline_section(name: str, rows: list[dict], t: Texts) -> None:
+    """The gaps between the rounds against the provider's cache lifetime, where the log has timestamps."""
+    if not any(f["gap_seconds"] is not None for f in rows):
+        return
+    lifetimes = sorted({f["lifetime_seconds"] for f in rows if f["lifetime_seconds"]})
+    st.caption(t("timeline.caption", lifetime=", ".join(f"{s:,} s" for s in lifetimes) or "-"))
+    st.altair_chart(timeline_chart(rows, t), width="stretch", key=f"doctor-timeline-{name}")
 
 
 def audit_section(name: str, analysis: doctor.Analysis, t: Texts) -> None:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import streamlit as st
 
 from core.experiments import batch, input_length, output_length, prefix_cache, summaries
 from core.experiments.batch_summary import BatchSummary, summarize_batch
+from core.export import Record
 from core.records import RoundResult
 
+R = TypeVar("R", bound=Record)
 
-def rows_of(experiment: str) -> list[RoundResult]:
-    """The rows of the newest run of ``experiment`` that measured anything."""
+
+def rows_of(experiment: str, kind: type[R]) -> list[R]:
+    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything."""
     for run in reversed(st.session_state.get("history", {}).get(experiment, [])):
-        rows = [r for r in run.rows if not r.error]
+        rows = [r for r in run.rows if isinstance(r, kind) and not r.error]
         if rows:
             return rows
     return []
@@ -36,7 +40,8 @@ class Measured:
 
 
 def measured() -> Measured:
-    inp = summaries.summarize_input(rows_of(input_length.ID))
-    out = summaries.summarize_output(rows_of(output_length.ID))
+    inp = summaries.summarize_input(rows_of(input_length.ID, RoundResult))
+    out = summaries.summarize_output(rows_of(output_length.ID, RoundResult))
     return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
-                    summaries.summarize_cache(rows_of(prefix_cache.ID)), summarize_batch(rows_of(batch.ID)))
+                    summaries.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
+                    summarize_batch(rows_of(batch.ID, batch.BatchLevel)))

@@ -15,11 +15,13 @@ does not carry stays ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.base import ChatRequest, StreamingBackend, apply_usage
 from core.backends.chunks import StreamState
 from core.backends.errors import error_text
+from core.backends.usage import read_usage
 from core.records import RequestResult
 
 API_VERSION = "2023-06-01"
@@ -59,10 +61,6 @@ def messages_payload(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return body
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class AnthropicBackend(StreamingBackend):
     """Claude through ``/v1/messages``; the cache is read from the usage in ``message_start``/``message_delta``."""
 
@@ -85,7 +83,9 @@ class AnthropicBackend(StreamingBackend):
         result = state.result
         kind = chunk.get("type") or state.event
         if kind == "message_start":
-            self.read_usage(chunk["message"].get("usage") or {}, result, "message_start.usage")
+            message = chunk.get("message")
+            usage = message.get("usage") if isinstance(message, Mapping) else None
+            self.read_usage(usage if isinstance(usage, Mapping) else {}, result, "message_start.usage")
         elif kind == "content_block_start":
             block = chunk.get("content_block") or {}
             self._read_text(block.get("type"), block.get("thinking") or block.get("text") or "", state, now)
@@ -115,17 +115,14 @@ class AnthropicBackend(StreamingBackend):
             return  # tool input, signatures, server tool results: not text anyone reads as it streams
         state.result.chunk_times_s.append(now)
 
-    def read_usage(self, usage: dict[str, Any], result: RequestResult, source: str) -> None:
-        """Prompt tokens = uncached input + cache reads + cache writes; reused = reads; recomputed = the rest."""
-        fresh = _int(usage.get("input_tokens"))
-        read = _int(usage.get("cache_read_input_tokens"))
-        written = _int(usage.get("cache_creation_input_tokens"))
-        if _int(usage.get("output_tokens")) is not None:
-            result.completion_tokens = usage["output_tokens"]
-        if fresh is None:
-            return  # message_delta of older API versions carries output_tokens only
-        result.usage_source = source
-        result.prompt_tokens = fresh + (read or 0) + (written or 0)
-        result.cached_tokens = read
-        result.cache_write_tokens = written
-        result.recomputed_tokens = None if read is None else fresh + (written or 0)
+    def read_usage(self, usage: Mapping[str, Any], result: RequestResult, source: str) -> None:
+        """Prompt tokens = uncached input + cache reads + cache writes; reused = reads; recomputed = the rest
+        (`core.backends.usage`). A ``message_delta`` of older API versions carries ``output_tokens`` only."""
+        counts = read_usage(usage, source)
+        if counts.prompt_tokens is None:
+            result.unreadable_fields.extend(counts.unreadable)
+            if counts.completion_tokens is not None:
+                result.completion_tokens = counts.completion_tokens
+            return
+        apply_usage(result, counts, source)
+        result.cached_tokens, result.recomputed_tokens = counts.cached_tokens, counts.recomputed_tokens

@@ -8,6 +8,11 @@ reasoning models think before they answer.
 
 "Never raises" is structural: each chunk is read inside its own guard, so any exception becomes
 the round's ``error`` naming the chunk, and what was read before it stays.
+
+A request ends, however the server behaves: at ``deadline_s`` (a stream that never ends, or sends
+only ``: ping`` comments, is closed then, with what was read kept; a server that falls silent ends
+it by the read timeout, which is never longer than the deadline), and once the server has sent
+more answer chunks than the ``max_tokens`` asked for (each chunk holds at least one token).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +29,37 @@ import httpx
 from core.backends.chunks import ProgressCallback, StreamState, delta_parts
 from core.backends.errors import error_text, http_error_message, not_streaming_message, redirect_message
 from core.backends.sockets import abortable
-from core.backends.sse import iter_sse_lines, sse_field
+from core.backends.sse import LineTooLong, iter_sse_lines, sse_field
+from core.backends.usage import Usage, find_usage, read_usage
 from core.records import RequestResult
 from core.secrets import redact
 
 STOPPED_BY_USER = "Stopped by the user."
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
+DEFAULT_DEADLINE_S = 600.0  # the longest one request may take, first byte to last (``--deadline``)
+
+
+class DeadlinePassed(Exception):
+    """The request was still streaming at its deadline."""
+
+
+def apply_usage(result: RequestResult, usage: Usage, source: str) -> None:
+    """Copy the counts a usage object reported into ``result``; unreadable fields are named, not used."""
+    result.unreadable_fields.extend(usage.unreadable)
+    if usage.prompt_tokens is not None:
+        result.prompt_tokens = usage.prompt_tokens
+    if usage.completion_tokens is not None:
+        result.completion_tokens = usage.completion_tokens
+    if usage.cache_write_tokens is not None:
+        result.cache_write_tokens = usage.cache_write_tokens
+    result.usage_source = source
+    if usage.cached_tokens is None:
+        return
+    result.cached_tokens = usage.cached_tokens
+    if usage.recomputed_tokens is not None:
+        result.recomputed_tokens = usage.recomputed_tokens
+    elif result.prompt_tokens is not None and usage.cached_tokens <= result.prompt_tokens:  # else the counts disagree
+        result.recomputed_tokens = result.prompt_tokens - usage.cached_tokens
 
 
 @dataclass
@@ -47,8 +77,9 @@ class StreamingBackend:
     """An OpenAI-compatible ``/chat/completions`` endpoint read as a stream.
 
     Subclasses add request fields (`extra_payload`) and read provider-specific fields
-    (`read_usage`, `read_chunk_extras`); a different protocol overrides `payload`, `endpoint`,
-    `auth_headers` and `read_chunk` (see `core.backends.anthropic`).
+    (`read_chunk_extras`); usage in every provider's shape is read by `core.backends.usage`. A
+    different protocol overrides `payload`, `endpoint`, `auth_headers` and `read_chunk` (see
+    `core.backends.anthropic`).
     """
 
     endpoint = "/chat/completions"
@@ -62,11 +93,13 @@ class StreamingBackend:
         timeout: httpx.Timeout | float | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        deadline_s: float | None = DEFAULT_DEADLINE_S,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._api_key = api_key
         self.clock = clock
+        self.deadline_s = deadline_s  # None: no deadline beyond the read timeout
         transport, self._sockets = abortable(transport)
         self.client = httpx.Client(timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport,
                                    headers=self.auth_headers(api_key))
@@ -98,11 +131,11 @@ class StreamingBackend:
     def extra_payload(self, request: ChatRequest) -> dict[str, Any]:
         return {}
 
-    def read_usage(self, usage: dict[str, Any], result: RequestResult, source: str) -> None:
-        """Token counts from a usage object found at ``source`` (e.g. ``usage``, ``x_groq.usage``)."""
-        result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
-        result.completion_tokens = usage.get("completion_tokens", result.completion_tokens)
-        result.usage_source = source
+    def read_usage(self, usage: Mapping[str, Any], result: RequestResult, source: str) -> None:
+        """Token counts from a usage object found at ``source`` (e.g. ``usage``, ``x_groq.usage``); the
+        source names the cached-token field too (``usage.prompt_tokens_details.cached_tokens``)."""
+        counts = read_usage(usage, source)
+        apply_usage(result, counts, f"{source}.{counts.source}" if counts.cached_tokens is not None else source)
 
     def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult,
                           on_progress: ProgressCallback | None) -> None:
@@ -133,11 +166,14 @@ class StreamingBackend:
         state = StreamState(result, on_progress)
         url = f"{self.base_url}{self.endpoint}"
         start = 0.0  # set once the body is encoded; nothing is timed before
+        timeout = self.client.timeout
+        if self.deadline_s is not None and (timeout.read is None or timeout.read > self.deadline_s):
+            timeout = httpx.Timeout(timeout.connect, read=self.deadline_s, write=timeout.write, pool=timeout.pool)
         try:
             body = json.dumps(self.payload(request)).encode()
             start = self.clock()  # the body is encoded before the clock starts
             headers = {"Content-Type": "application/json"}
-            with self.client.stream("POST", url, content=body, headers=headers) as response:
+            with self.client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
                 if response.status_code >= 400:
                     response.read()
                     result.error = http_error_message(response, self.model)
@@ -147,15 +183,21 @@ class StreamingBackend:
                     response.read()
                     result.error = not_streaming_message(response, self.model)
                 else:
-                    self._read_stream(response, state, start, cancel)
+                    self._read_stream(response, state, start, cancel, request.max_tokens)
         except httpx.ConnectError as exc:
             result.error = f"Cannot connect to {self.base_url}: is the server running? ({exc})"
         except httpx.ConnectTimeout:
             result.error = f"Connecting to {self.base_url} timed out."
         except httpx.ReadTimeout:
-            read = self.client.timeout.read
-            result.error = (f"The server sent nothing for {read:g} s (read timeout) "
-                            f"after {len(result.chunk_times_s)} chunks.")
+            if timeout.read == self.deadline_s:
+                result.error = self._deadline_message(state)
+            else:
+                result.error = (f"The server sent nothing for {timeout.read:g} s (read timeout) "
+                                f"after {len(result.chunk_times_s)} chunks.")
+        except DeadlinePassed:
+            result.error = self._deadline_message(state)
+        except LineTooLong as exc:
+            result.error = f"The stream was refused after {state.chunks} chunks: {exc}."
         except httpx.RemoteProtocolError as exc:
             result.error = f"The stream was cut after {len(result.chunk_times_s)} chunks: {exc}"
         except httpx.HTTPError as exc:
@@ -170,10 +212,29 @@ class StreamingBackend:
         result.success = not result.error
         return result
 
+    def _deadline_message(self, state: StreamState) -> str:
+        sent = (f"after {len(state.result.chunk_times_s)} chunks" if state.chunks
+                else "the server had sent only keep-alive comments (`: ping`)" if state.result.first_byte_s is not None
+                else "nothing had arrived")
+        return (f"The request was still open at its {self.deadline_s:g} s deadline ({sent}); it was ended there, "
+                "keeping what was read. Raise the deadline with --deadline if the server is just slow.")
+
+    def _until_deadline(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        """The network chunks, ending with `DeadlinePassed` once the deadline is past (checked on every chunk,
+        so comments or a line that never ends cannot keep the request open)."""
+        if self.deadline_s is None:
+            yield from chunks
+            return
+        ends = time.monotonic() + self.deadline_s  # not self.clock: an injected test clock must see only the stream
+        for chunk in chunks:
+            if time.monotonic() > ends:
+                raise DeadlinePassed
+            yield chunk
+
     def _read_stream(self, response: httpx.Response, state: StreamState, start: float,
-                     cancel: threading.Event | None) -> None:
+                     cancel: threading.Event | None, max_tokens: int) -> None:
         result = state.result
-        for line in iter_sse_lines(response.iter_bytes()):
+        for line in iter_sse_lines(self._until_deadline(response.iter_bytes())):
             now = self.clock() - start
             if result.first_byte_s is None:
                 result.first_byte_s = now
@@ -195,6 +256,9 @@ class StreamingBackend:
                 except Exception as exc:  # noqa: BLE001 - one unreadable chunk ends the round, keeping the rest
                     result.error = (f"Chunk {state.chunks} of the stream could not be read "
                                     f"({type(exc).__name__}: {exc}).")
+                if not result.error and state.answer_chunks > max_tokens:
+                    result.error = (f"The server sent more than the {max_tokens} tokens asked for (max_tokens) "
+                                    "without ending the stream; reading stopped there.")
                 if result.error or state.done:
                     break
         state.add(state.content.flush())
@@ -218,7 +282,8 @@ class StreamingBackend:
     def read_chunk(self, chunk: dict[str, Any], state: StreamState, now: float) -> None:
         """One chat-completions chunk: deltas, finish reason, usage wherever it sits, a mid-stream error."""
         result = state.result
-        for choice in chunk.get("choices") or []:
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
             delta = choice.get("delta") or {}
             reasoning, content = delta_parts(delta)
             if reasoning:
@@ -228,14 +293,9 @@ class StreamingBackend:
             if reasoning or content:
                 result.chunk_times_s.append(now)
             if choice.get("finish_reason"):
-                result.finish_reason = choice["finish_reason"]
-            if isinstance(choice.get("usage"), dict):  # Moonshot puts usage inside the choice
-                self.read_usage(choice["usage"], result, "choices[].usage")
-        if isinstance(chunk.get("usage"), dict):
-            self.read_usage(chunk["usage"], result, "usage")
-        groq = chunk.get("x_groq")
-        if isinstance(groq, dict) and isinstance(groq.get("usage"), dict):  # Groq's older streams
-            self.read_usage(groq["usage"], result, "x_groq.usage")
+                result.finish_reason = str(choice["finish_reason"])
+        for source, usage in find_usage(chunk):
+            self.read_usage(usage, result, source)
         self.read_chunk_extras(chunk, result, state.on_progress)
         if chunk.get("error"):  # after the usage: OpenRouter's error chunk still carries it
             result.error = f"The server reported an error mid-stream at chunk {state.chunks}: {error_text(chunk)}"

@@ -126,6 +126,7 @@ class StreamState:
     result: RequestResult
     on_progress: ProgressCallback | None = None
     chunks: int = 0  # data payloads read so far
+    answer_chunks: int = 0  # payloads that added answer text (not reasoning): each is at least one token
     done: bool = False  # the stream said it is complete ([DONE], Anthropic's message_stop)
     event: str = ""  # the current SSE ``event:`` name
     content: ContentSplitter = field(default_factory=ContentSplitter)
@@ -148,4 +149,7 @@ class StreamState:
         self.add([(REASONING, text, now)])
 
     def answer(self, text: str, now: float) -> None:
-        self.add(self.content.feed(text, now))
+        pieces = self.content.feed(text, now)
+        if any(kind == ANSWER and piece for kind, piece, _ in pieces):
+            self.answer_chunks += 1
+        self.add(pieces)

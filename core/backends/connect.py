@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from core.backends import BACKENDS, LlamaServerBackend, StreamingBackend
+from core.backends.tokens import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
 from core.engine.server import DEFAULT_CONTEXT, LocalServer
-from core.experiments.prompts import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
 
 
 @dataclass(frozen=True)

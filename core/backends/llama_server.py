@@ -7,12 +7,16 @@ cache, ``prompt_ms`` of prefill, ``predicted_n``/``predicted_ms`` of decode. Wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from core.backends.base import ChatRequest, ProgressCallback
+from core.backends.base import ChatRequest
+from core.backends.chunks import ProgressCallback
 from core.backends.openai_compat import OpenAICompatBackend
+from core.backends.usage import number
+from core.backends.usage import read_timings as usage_of_timings
 from core.records import RequestResult
 
 
@@ -41,7 +45,7 @@ class LlamaServerBackend(OpenAICompatBackend):
         if on_progress is not None and isinstance(progress, dict):
             on_progress(progress)
         timings = chunk.get("timings")
-        if isinstance(timings, dict):
+        if isinstance(timings, Mapping):
             read_timings(timings, result)
 
     # -- server endpoints beyond chat ----------------------------------------------------------
@@ -74,30 +78,44 @@ class LlamaServerBackend(OpenAICompatBackend):
         return sum(1 for s in slots if isinstance(s, dict) and (s.get("is_processing") or s.get("state") == 1))
 
     def tokenize(self, text: str) -> list[int]:
-        return self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]
+        tokens: list[int] = self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]
+        return tokens
 
     def detokenize(self, tokens: list[int]) -> str:
-        return self._get_json("POST", "/detokenize", json={"tokens": tokens})["content"]
+        return str(self._get_json("POST", "/detokenize", json={"tokens": tokens})["content"])
 
     def apply_template(self, messages: list[dict[str, Any]]) -> str:
         """The prompt text the model sees for ``messages``, rendered with the server's chat template."""
-        return self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"]
+        return str(self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"])
 
 
-def read_timings(timings: dict[str, Any], result: RequestResult) -> None:
-    """Copy llama-server's ``timings`` into a result (they override usage-derived numbers).
+TIMING_FIELDS = (("prompt_ms", "server_prefill_ms"), ("predicted_ms", "server_decode_ms"),
+                 ("predicted_per_token_ms", "server_ms_per_output_token"))
+
+
+def read_timings(timings: Mapping[str, Any], result: RequestResult) -> None:
+    """Copy llama-server's ``timings`` into a result (they override usage-derived numbers); a field that
+    is not a number is named in ``unreadable_fields`` and left out.
 
     ``predicted_per_token_ms`` is the server's own decode time per token: ``predicted_ms`` over
     ``predicted_n - 1``, as the first token comes out of the prefill pass.
     """
-    if "prompt_n" in timings:
-        result.recomputed_tokens = timings["prompt_n"]
-    if "cache_n" in timings:
-        result.cached_tokens = timings["cache_n"]
-        result.usage_source = "timings.cache_n"
+    counts = usage_of_timings(timings)
+    result.unreadable_fields.extend(counts.unreadable)
+    if counts.recomputed_tokens is not None:
+        result.recomputed_tokens = counts.recomputed_tokens
+    if counts.cached_tokens is not None:
+        result.cached_tokens = counts.cached_tokens
+        result.usage_source = counts.source
     if result.recomputed_tokens is not None and result.cached_tokens is not None:
         result.prompt_tokens = result.recomputed_tokens + result.cached_tokens
-    result.server_prefill_ms = timings.get("prompt_ms", result.server_prefill_ms)
-    result.server_decode_ms = timings.get("predicted_ms", result.server_decode_ms)
-    result.server_decode_tokens = timings.get("predicted_n", result.server_decode_tokens)
-    result.server_ms_per_output_token = timings.get("predicted_per_token_ms", result.server_ms_per_output_token)
+    if counts.completion_tokens is not None:
+        result.server_decode_tokens = counts.completion_tokens
+    for name, attr in TIMING_FIELDS:
+        if timings.get(name) is None:
+            continue
+        value = number(timings[name])
+        if value is None:
+            result.unreadable_fields.append(f"timings.{name} = {timings[name]!r:.40} (not a number of milliseconds)")
+        else:
+            setattr(result, attr, value)

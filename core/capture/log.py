@@ -9,12 +9,22 @@ One line per call::
 ``null`` when it sent none; ``timings`` is llama-server's, present only when sent; ``ttft_ms`` is the
 first generated token (text, reasoning or a tool call) in a stream, the first body byte otherwise;
 ``error`` is present only when the upstream failed or the stream was cut. No header is logged, and
-every key the request carried (auth headers, key query parameters) is removed from the line.
+every key the request carried (auth headers, key query parameters) is removed from the line. A body
+too deeply nested to parse is kept as text, with ``request_error`` saying so.
+
+The log stays readable whatever happens to the proxy or the disk: each record is one ``write`` of
+the whole line to a file opened with ``O_APPEND`` (no buffer in this process: what was written is in
+the file; a ``kill -9`` can cut only the line being written, as Linux ends a write early for a fatal
+signal); a write that fails (disk full) is reported with how much of it reached the file, and the
+next record starts on a fresh line, as does the first record after a line an earlier crash cut.
+A log deleted or rotated (moved away) under the proxy is noticed before the next write, and a new
+file is started at the same path.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -22,10 +32,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+from core.backends.sse import SSELineSplitter
+from core.backends.usage import find_usage
 from core.secrets import redact
 
 SECRET_NAME = re.compile(r"auth|key|token|secret|sig", re.IGNORECASE)
 MAX_PARSED_BODY = 32 * 1024 * 1024  # a non-streaming answer larger than this is passed on but not read for usage
+TOO_DEEP = object()  # a request body that could not be parsed: nested deeper than Python's recursion limit
+TOO_DEEP_NOTE = "the body is nested too deeply to parse; it was forwarded unchanged and is kept here as text"
 
 
 def secrets_of(headers: list[tuple[str, str]], query: str) -> list[str]:
@@ -37,26 +51,87 @@ def secrets_of(headers: list[tuple[str, str]], query: str) -> list[str]:
 
 
 class CaptureLog:
-    """An append-only JSONL file; one whole line per call, written under a lock and flushed."""
+    """An append-only JSONL file, one whole line per call (see the module's docstring)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.count = 0
+        self.count = 0  # records written whole
+        self.failed = 0  # records that could not be written
         self._lock = threading.Lock()
-        self._file = path.open("a", encoding="utf-8")
+        self._fd: int | None = None
+        self._open()
+        self._cut = self._ends_mid_line()  # the next record must start on a fresh line
 
-    def append(self, record: dict[str, Any], secrets: list[str]) -> None:
-        line = json.dumps(scrub(record, secrets), ensure_ascii=False)
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        info = os.fstat(self._fd)
+        self._identity = (info.st_dev, info.st_ino)
+
+    def _ends_mid_line(self) -> bool:
+        try:
+            with self.path.open("rb") as handle:
+                if handle.seek(0, os.SEEK_END) == 0:
+                    return False
+                handle.seek(-1, os.SEEK_END)
+                return handle.read(1) != b"\n"
+        except OSError:  # not seekable (a pipe, /dev/full): nothing to continue
+            return False
+
+    def _moved(self) -> str:
+        """A note when the file at ``path`` is no longer the one open (deleted or rotated): then reopen."""
+        try:
+            info = os.stat(self.path)
+            if (info.st_dev, info.st_ino) == self._identity:
+                return ""
+        except FileNotFoundError:
+            pass
+        if self._fd is not None:
+            os.close(self._fd)
+        self._open()
+        self._cut = False
+        return f"; {self.path} had been deleted or moved away, so a new one was started"
+
+    def _line(self, record: dict[str, Any], secrets: list[str], body: bytes) -> bytes:
+        if record.get("request") is not TOO_DEEP:
+            try:
+                return (json.dumps(scrub(record, secrets), ensure_ascii=False) + "\n").encode()
+            except RecursionError:  # parsed, but too deep to walk again
+                pass
+        text = body.decode("utf-8", "replace")
+        record = {**record, "request": text, "request_error": TOO_DEEP_NOTE}
+        return (json.dumps(scrub(record, secrets), ensure_ascii=False) + "\n").encode()
+
+    def append(self, record: dict[str, Any], secrets: list[str], body: bytes = b"") -> str:
+        """Write one record; return what happened, in words ("logged", or why not and what reached the file)."""
+        data = self._line(record, secrets, body)
         with self._lock:
-            if self._file.closed:
-                return  # a call still in flight when the proxy stopped
-            self._file.write(line + "\n")
-            self._file.flush()
+            if self._fd is None:
+                return "not logged: the proxy had stopped"  # a call still in flight when the proxy stopped
+            try:
+                note = self._moved()
+            except OSError as exc:
+                self.failed += 1
+                return f"NOT logged: cannot reopen {self.path}: {exc.strerror or exc}"
+            if self._cut:
+                data = b"\n" + data
+            written = 0
+            try:
+                while written < len(data):
+                    written += os.write(self._fd, data[written:])
+            except OSError as exc:
+                self.failed += 1
+                self._cut = True
+                return (f"NOT logged: writing {self.path} failed ({exc.strerror or exc}) after {written:,} of "
+                        f"{len(data):,} bytes; the next record starts on a new line")
+            self._cut = False
             self.count += 1
+            return "logged" + note
 
     def close(self) -> None:
         with self._lock:
-            self._file.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 class ResponseWatcher:
@@ -70,7 +145,7 @@ class ResponseWatcher:
         self.first_token: float | None = None
         self.first_byte: float | None = None
         self.error: str | None = None
-        self._pending = b""
+        self._lines = SSELineSplitter()
         self._body = bytearray()
 
     def feed(self, data: bytes) -> None:
@@ -80,17 +155,16 @@ class ResponseWatcher:
             if len(self._body) + len(data) <= MAX_PARSED_BODY:
                 self._body += data
             return
-        lines = (self._pending + data).split(b"\n")
-        self._pending = lines.pop()
-        for line in lines:
-            line = line.strip()
-            if line.startswith(b"data:") and line[5:].strip() != b"[DONE]":
+        for line in self._lines.feed(data):
+            if line is None:
+                self.error = "a stream line longer than the SSE line cap was passed on but not read"
+            elif line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
                 self._event(line[5:].strip(), now)
 
-    def _event(self, payload: bytes, now: float) -> None:
+    def _event(self, payload: str, now: float) -> None:
         try:
             event = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             return  # passed on unchanged; the agent sees the same malformed chunk
         if not isinstance(event, dict):
             return
@@ -99,13 +173,10 @@ class ResponseWatcher:
         self._read(event)
 
     def _read(self, body: dict[str, Any]) -> None:
-        nested = [body, body.get("message"), body.get("response"), body.get("x_groq")]
-        nested += [choice for choice in body.get("choices") or [] if isinstance(choice, dict)]
-        for part in nested:
-            if isinstance(part, dict) and isinstance(part.get("usage"), dict):
-                merged = dict(self.usage or {})
-                merged.update({k: v for k, v in part["usage"].items() if v is not None})
-                self.usage = merged
+        for _, usage in find_usage(body):  # the provider's own object, kept as sent; the doctor reads it
+            merged = dict(self.usage or {})
+            merged.update({k: v for k, v in usage.items() if v is not None})
+            self.usage = merged
         if isinstance(body.get("timings"), dict):
             self.timings = body["timings"]
         response = body.get("response")
@@ -118,7 +189,7 @@ class ResponseWatcher:
         if not self.streaming and self._body:
             try:
                 body = json.loads(self._body)
-            except ValueError:
+            except (ValueError, RecursionError):
                 body = None
             if isinstance(body, dict):
                 self._read(body)

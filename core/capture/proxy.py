@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from core.capture.log import CaptureLog, ResponseWatcher, scrub, secrets_of
+from core.capture.log import TOO_DEEP, CaptureLog, ResponseWatcher, scrub, secrets_of
 
 LOGGED_ENDPOINTS = ("/chat/completions", "/responses", "/completions", "/messages")
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -68,7 +68,6 @@ class CaptureHandler(BaseHTTPRequestHandler):
         started, when = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         body = self._read_body()
         target = urlsplit(self.path)
-        request = self._logged_request(target.path, body)
         watcher = ResponseWatcher(started)
         headers = _forwarded(self.headers.items()) + [("Accept-Encoding", "identity")]
         url = self.server.upstream_url(target.path, target.query)
@@ -86,19 +85,24 @@ class CaptureHandler(BaseHTTPRequestHandler):
             finally:
                 upstream.close()
         secrets = secrets_of(self.headers.items(), target.query)
-        error = f" ({scrub(response['error'], secrets)})" if "error" in response else ""
-        self.server.say(f"{self.command} {target.path} -> {response['status']} in {response['total_ms']:.0f} ms"
-                        f"{', logged' if request is not None else ''}{error}")
+        request = self._logged_request(target.path, body)  # after forwarding: a body it cannot parse still goes
+        outcome = ""
         if request is not None:
             record = {"request": request, "response": response, "endpoint": target.path, "time": when}
-            self.server.log.append(record, secrets)
+            outcome = ", " + self.server.log.append(record, secrets, body)
+        error = f" ({scrub(response['error'], secrets)})" if "error" in response else ""
+        self.server.say(f"{self.command} {target.path} -> {response['status']} in {response['total_ms']:.0f} ms"
+                        f"{outcome}{error}")
 
     def _logged_request(self, path: str, body: bytes) -> Any:
-        """The JSON body of a model call, or None for a request that is passed through unlogged."""
+        """The JSON body of a model call (`TOO_DEEP` when too nested to parse), or None for a request that is
+        passed through unlogged."""
         if self.command != "POST" or not path.endswith(LOGGED_ENDPOINTS):
             return None
         try:
             return json.loads(body)
+        except RecursionError:
+            return TOO_DEEP
         except ValueError:
             self.server.say(f"not logged: POST {path} has no JSON body")
             return None
@@ -167,6 +171,7 @@ class CaptureServer(ThreadingHTTPServer):
     `serve_forever` in the caller's thread does too (the CLI)."""
 
     daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 reset bursts of parallel agents (15 of 50 got through)
 
     def __init__(self, upstream: str, log_path: Path, host: str = "127.0.0.1", port: int = 0,
                  echo: bool = False) -> None:

@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    unfinished = server.in_flight.count
+    unfinished, failed = server.in_flight.count, server.log.failed
     print(f"Stopped; calls logged: {server.log.count}, in {args.out}."
+          + (f" {failed} could not be written (see above)." if failed else "")
           + (f" {unfinished} still in flight were not logged." if unfinished else ""), flush=True)
     return 0

@@ -5,7 +5,11 @@ holds (Chat Completions, OpenAI Responses, Anthropic Messages, Gemini, or a requ
 wrapper such as ``python -m core capture`` writes); several plain text files are one prompt per
 round. Without ``--backend`` the analysis is static (a stable serialization, token estimates);
 with a llama-server it uses its chat template and exact counts, and ``--replay`` measures.
-``--fail-on-break`` exits 1 when a round breaks the cache for a cause not listed with ``--allow``.
+``--fail-on-break`` exits 1 when a round breaks the cache for a cause not listed with ``--allow``, and
+when a line could not be read (it may be the very round that breaks the cache: an agent killed
+mid-write leaves exactly that) unless ``--allow-unread`` is given. Each file is read once, bounded
+(a FIFO and ``doctor <(zcat log.gz)`` work; gzip is read as gzip). What is compared for each input is
+`core.doctor.decision`'s call, the page's too.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import httpx
 from core import doctor
 from core.backends import BACKENDS
 from core.backends.connect import open_connection
-from core.cli.target import add_target_arguments, target_from_args
+from core.cli.target import add_target_arguments, apply_deadline, target_from_args
 from core.engine.server import EngineError
 
 
@@ -34,25 +38,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", action="store_true", help="also send the rounds and report what was recomputed")
     parser.add_argument("--provider", choices=sorted(doctor.BILLING_RULES),
                         help="bill with this provider's rule (default: the one each log's format or usage points to)")
+    parser.add_argument("--format", choices=doctor.FORMATS, dest="log_format",
+                        help="read every line of each log in this format (default: decided for the whole log from "
+                             "all its lines and any endpoint URL)")
     parser.add_argument("--json", type=Path, help="write one record per round as JSON")
     parser.add_argument("--fail-on-break", action="store_true",
                         help="exit 1 when a round breaks the cache for a cause not listed with --allow (a CI gate)")
     parser.add_argument("--allow", action="append", default=[], choices=doctor.CAUSES, metavar="CAUSE",
                         help=f"a cause you accept (repeatable): {', '.join(doctor.CAUSES)}")
+    parser.add_argument("--allow-unread", action="store_true",
+                        help="with --fail-on-break: do not fail on lines that could not be read (still listed)")
 
 
-def _is_log(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(4096).lstrip()[:1] in (b"{", b"[")
-
-
-def _inputs(files: list[Path]) -> list[tuple[str, doctor.Transcript]]:
-    """Each JSON/JSONL log on its own; plain text files together, one round each."""
-    logs = [p for p in files if _is_log(p)]
-    texts = [p for p in files if p not in logs]
-    out = [(str(p), doctor.load_paths([p])) for p in logs]
+def _inputs(files: list[Path], fmt: str | None = None) -> list[tuple[str, doctor.Transcript]]:
+    """Each JSON/JSONL log on its own; plain text files together, one round each. Each file is read once."""
+    read, left = [], doctor.MAX_DOCTOR_BYTES
+    for path in files:
+        name, data = doctor.read_path(path, left)
+        read.append((path, name, data))
+        left -= len(data)
+    out = [(str(path), doctor.load_inputs([(name, data)], fmt=fmt))
+           for path, name, data in read if doctor.looks_like_log(data)]
+    texts = [(path, name, data) for path, name, data in read if not doctor.looks_like_log(data)]
     if texts:
-        out.append((", ".join(map(str, texts)), doctor.load_paths(texts)))
+        out.append((", ".join(str(path) for path, _, _ in texts), doctor.load_inputs([(n, d) for _, n, d in texts])))
     return out
 
 
@@ -100,6 +109,37 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
         if item.issues:
             print(f"breakpoint audit: round {item.round}, {item.where} ({item.tokens:,} tokens, "
                   f"ttl {item.ttl or '-'}): {', '.join(item.issues)}")
+    _print_provider_view(analysis)
+
+
+UNEXPLAINED = {doctor.GAP_OVER_LIFETIME: "the time since the previous round exceeds the cache's lifetime",
+               doctor.BELOW_MINIMUM: "the prompt is below the provider's minimum for this model",
+               doctor.ROUTING_CHANGED: "a different prompt_cache_key or user routed it to another machine",
+               doctor.NOT_PROMISED: "nothing in the payload explains it: the provider promises no hit (eviction, load)"}
+
+
+def _print_provider_view(analysis: doctor.Analysis) -> None:
+    """The provider's own verdict beside the doctor's, and what the payload cannot show."""
+    for f in analysis.findings:
+        if f.verdict == doctor.UNSEEN_TOKENS:
+            print(f"round {f.round}: {f.provider} counted {f.measured_prompt_tokens:,} prompt tokens, "
+                  f"{f.unseen_tokens:,} more than the body shows (web search results, images or files counted "
+                  "server-side): its cached tokens are not compared with the prediction")
+        if f.verdict == doctor.BEFORE_LOG:
+            print(f"round {f.round}: {f.provider} read {f.measured_cached_tokens:,} cached tokens written by "
+                  "requests before this log")
+        if f.unexplained:
+            gap = f" ({f.gap_seconds:,.0f} s after the previous round; lifetime {f.lifetime_seconds} s)" \
+                if f.gap_seconds is not None and f.lifetime_seconds is not None else ""
+            print(f"round {f.round}: the prefix was intact, yet {f.provider} read {f.measured_cached_tokens:,} of "
+                  f"{f.predicted_cached_tokens:,} predicted{gap}. What could explain it: "
+                  + "; ".join(UNEXPLAINED[r] for r in f.unexplained) + ".")
+        if f.provider_reason is not None:
+            missed = f", {f.provider_missed_tokens:,} tokens missed" if f.provider_missed_tokens is not None else ""
+            doctor_says = f.cause if f.breaks_cache else "no break"
+            match = {True: "they agree", False: "THEY DISAGREE", None: "nothing to compare"}[f.diagnosis_agrees]
+            print(f"round {f.round}: the provider's diagnostics say {f.provider_reason} ({f.provider_section}"
+                  f"{missed}); the doctor says {doctor_says}: {match}")
 
 
 def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: list[Any]) -> dict[str, Any]:
@@ -110,57 +150,76 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
         if index < len(replayed):
             record["replay"] = replayed[index].to_dict()
         records.append(record)
-    return {"format": analysis.formats, "rendering": analysis.rendering, "errors": analysis.errors,
+    return {"format": analysis.formats, "mixed": transcript.mixed, "rendering": analysis.rendering,
+            "errors": analysis.errors,
             "notes": transcript.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when analysed, 1 with --fail-on-break and a defect, 2 when input or backend cannot be used."""
     try:
-        inputs = _inputs(args.files)
+        inputs = _inputs(args.files, args.log_format)
     except (OSError, doctor.TranscriptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    unread = [name for name, transcript in inputs if not transcript.rounds]
     for _, transcript in inputs:
         for error in transcript.errors:
             print(f"not read: {error}", file=sys.stderr)
-    if unread:
-        print(f"error: no round could be read from {', '.join(unread)}", file=sys.stderr)
-        return 2
-    single = [name for name, transcript in inputs if len(transcript.rounds) < 2]
-    if single:  # one round has nothing before it: no verdict either way
-        print(f"error: only one round in {', '.join(single)}: nothing to compare. Give the requests of two or more "
-              "rounds (a single text file is read as one system prompt: the app's Cache doctor page compares "
-              "experiment 3's strategies around it).", file=sys.stderr)
+    decisions = [doctor.comparison(transcript, name) for name, transcript in inputs]
+    refused = [d for d in decisions if d.kind in (doctor.UNREAD, doctor.SINGLE_ROUND)]
+    if args.fail_on_break:  # a simulated comparison is a lesson, not rounds of the user's to gate
+        refused += [d for d in decisions if d.kind == doctor.SIMULATE]
+    if refused:
+        for decision in refused:
+            print(f"error: {decision.message}", file=sys.stderr)
         return 2
     results = []
     with ExitStack() as stack:
         try:
-            conn = None if args.backend is None else stack.enter_context(open_connection(target_from_args(args, stack)))
+            conn = None if args.backend is None else apply_deadline(
+                stack.enter_context(open_connection(target_from_args(args, stack))), args)
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
-        for name, transcript in inputs:
-            analysis = doctor.analyse(transcript, conn.counter if conn else None, conn.backend if conn else None)
-            replayed = list(doctor.replay(transcript, conn.backend)) if args.replay and conn else []
-            results.append((name, transcript, analysis, replayed))
+        for decision in decisions:
+            name = decision.name
+            for label, transcript in decision.transcripts.items():
+                analysis = doctor.analyse(transcript, conn.counter if conn else None, conn.backend if conn else None)
+                replayed = list(doctor.replay(transcript, conn.backend)) if args.replay and conn else []
+                if decision.kind == doctor.SIMULATE:  # experiment 3's rounds around the prompt, one per strategy
+                    label_name = f"{name} (simulated: {label})"
+                    transcript.notes.insert(0, f"{name} is a single text file, read as a system prompt; these are "
+                                               f"the rounds experiment 3 would send with {label}")
+                else:
+                    label_name = name
+                results.append((label_name, transcript, analysis, replayed))
     for name, transcript, analysis, replayed in results:
         print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
               f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
         for note in transcript.notes:
             print(f"note: {note}")
+        if transcript.mixed:
+            print(f"note: {transcript.mixed}; a change of format between rounds is reported as a mix "
+                  "(format_changed), never as a cache break. Use --format to read every line in one format.")
         _print_findings(analysis, replayed)
         _print_summary(analysis, transcript, args.provider)
     if args.json:
         records = [{"file": name, **_record(a, t, r)} for name, t, a, r in results]
         args.json.write_text(json.dumps(records[0] if len(records) == 1 else {"files": records}, indent=2))
     if args.fail_on_break:
+        failed = False
         defects = [(name, f) for name, _, a, _ in results for f in a.findings
                    if f.breaks_cache and f.cause not in args.allow]
         if defects:
             name, f = defects[0]
             print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
                   f"in {'the tool list' if f.message_index is None else f'message {f.message_index}'} ({f.field})")
+            failed = True
+        unread = [error for _, transcript in inputs for error in transcript.errors]
+        if unread and not args.allow_unread:
+            print(f"FAIL: {len(unread)} line(s) could not be read and were not checked (one may be the round that "
+                  f"breaks the cache); first: {unread[0]}. Fix the log, or accept them with --allow-unread.")
+            failed = True
+        if failed:
             return 1
     return 0

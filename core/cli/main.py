@@ -11,7 +11,8 @@ Examples::
 
 The per-round table goes to stdout, progress to stderr. A key is read from the environment
 variable of the preset (or ``--key-env``), never from the command line, so it stays out of shell
-history and process listings.
+history and process listings. Ctrl-C stops a run: the records measured so far still go to the
+summary, ``--json`` and ``--csv``, and the exit status is 130 (as a shell reports SIGINT).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
 from core.cli.summary import summary_lines
-from core.cli.target import add_target_arguments, connection_with_slots, target_from_args
+from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.engine.server import EngineError
 from core.experiments.base import RunContext, exported_settings
 from core.experiments.batch import BatchLevel
@@ -50,6 +51,7 @@ DEFAULT_RUN = [spec.id for spec in EXPERIMENTS.values() if spec.default]
 COLUMNS = [("experiment", 10), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
            ("cached_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),
            ("total_ms", 9)]
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
 HEADERS = {"prompt_tokens": "prompt", "recomputed_tokens": "recomputed", "cached_tokens": "cached",
            "output_tokens": "output", "strategy": "strategy"}
 
@@ -138,16 +140,17 @@ def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
 
 
 def run_experiments(args: argparse.Namespace) -> int:
-    only: list[str] = args.only or DEFAULT_RUN
+    only: list[str] = list(dict.fromkeys(args.only or DEFAULT_RUN))  # each experiment once, in the order given
     specs = [EXPERIMENTS[name] for name in only]
     chosen = {spec.id: spec.from_args(vars(args)) for spec in EXPERIMENTS.values()}
-    records: dict[str, list[Record]] = {}
+    records: dict[str, list[Record]] = {}  # by export key (rounds, levels)
+    measured: dict[str, list[Record]] = {}  # by experiment
     with ExitStack() as stack:
         try:
             # one experiment alone starts the embedded engine with the slots it needs, not a one-slot server first
             slots = specs[0].slots(chosen[specs[0].id]) if len(specs) == 1 else 1
             target = target_from_args(args, stack, slots)
-            conn = stack.enter_context(open_connection(target))
+            conn = apply_deadline(stack.enter_context(open_connection(target)), args)
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
@@ -156,37 +159,53 @@ def run_experiments(args: argparse.Namespace) -> int:
         connections: dict[str, Connection] = {}
         try:  # every experiment's settings are checked before the first request
             for spec in specs:
-                connections[spec.id] = connection_with_slots(conn, stack, spec.slots(chosen[spec.id]), args.context)
+                connections[spec.id] = apply_deadline(
+                    connection_with_slots(conn, stack, spec.slots(chosen[spec.id]), args.context), args)
                 prepared[spec.id] = _prepare(spec, chosen[spec.id], connections[spec.id])
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        shown: type | None = None
-        for spec in specs:
-            print(f"[{spec.id}] running...", file=sys.stderr)
-            table_header, line = TABLES.get(spec.record, (lambda: "", _json_line))
-            if spec.record is not shown:
-                shown = spec.record
-                print(table_header())
-            for record in spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]):
-                records.setdefault(spec.records, []).append(record)
-                print(line(record), flush=True)
-        settings = {**conn.describe(), "only": only}
+        settings = {**conn.describe(), "only": only, "deadline_s": args.deadline}
         for spec in EXPERIMENTS.values():
             settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
+        shown: type | None = None
+        interrupted = False
+        try:
+            for spec in specs:
+                print(f"[{spec.id}] running...", file=sys.stderr)
+                table_header, line = TABLES.get(spec.record, (lambda: "", _json_line))
+                if spec.record is not shown:
+                    shown = spec.record
+                    print(table_header())
+                for record in spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]):
+                    records.setdefault(spec.records, []).append(record)
+                    measured.setdefault(spec.id, []).append(record)
+                    print(line(record), flush=True)
+        except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below
+            interrupted = True
+    if interrupted:
+        print(f"Interrupted (Ctrl-C): {sum(map(len, records.values()))} records were measured; they are kept.",
+              file=sys.stderr)
     rows = [r for r in records.get("rounds", []) if isinstance(r, RoundResult)]
     levels = [r for r in records.get("levels", []) if isinstance(r, BatchLevel)]
-    for text in [*summary_lines(rows), *batch_cli.summary_lines(levels)]:
+    reports = [line for spec in specs if spec.report for line in spec.report(measured.get(spec.id, []))]
+    for text in [*summary_lines(rows), *batch_cli.summary_lines(levels), *reports]:
         print(text)
     if args.json:
         args.json.write_text(to_json(settings, records))
     if args.csv:
         args.csv.write_text(to_csv(settings, rows or next(iter(records.values()), [])))
+    if interrupted:
+        return INTERRUPTED
     return 1 if any(r.error for kind in records.values() for r in kind) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    if args.command:
-        return int(SUBCOMMANDS[args.command].run(args))
-    return run_experiments(args)
+    try:
+        if args.command:
+            return int(SUBCOMMANDS[args.command].run(args))
+        return run_experiments(args)
+    except KeyboardInterrupt:  # before anything was measured (starting the engine, connecting)
+        print("Interrupted (Ctrl-C).", file=sys.stderr)
+        return INTERRUPTED

@@ -7,6 +7,7 @@ import sys
 from contextlib import ExitStack
 
 from core.backends import API, BACKENDS, ENGINE, PRESETS
+from core.backends.base import DEFAULT_DEADLINE_S
 from core.backends.connect import Connection, Target, engine_target, open_connection
 from core.engine.server import DEFAULT_CONTEXT, LocalServer
 from core.experiments.batch import server_slots
@@ -29,6 +30,22 @@ def add_target_arguments(parser: argparse.ArgumentParser, names: list[str], defa
         )
     if context:
         parser.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="context size of the embedded server")
+    parser.add_argument("--deadline", type=_seconds, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
+                        help=f"the longest one request may take (default {DEFAULT_DEADLINE_S:g} s): a stream that "
+                             "never ends, or sends only keep-alive comments, is ended there with what it sent kept")
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def apply_deadline(conn: Connection, args: argparse.Namespace) -> Connection:
+    """Give the connection's client the ``--deadline`` of the command line."""
+    conn.backend.deadline_s = args.deadline
+    return conn
 
 
 def target_from_args(args: argparse.Namespace, stack: ExitStack, slots: int = 1) -> Target:

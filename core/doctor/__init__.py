@@ -4,15 +4,22 @@ Organised by stage: `inputs` and `formats` read logs in every format agents writ
 OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s;
 `render` turns each round into the text its provider caches, in the provider's order; `analysis`
 compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
-bills what each provider would cache; `audit` checks Anthropic breakpoints; `replay` sends the
-rounds to a real server.
+bills what each provider would cache; `diagnostics` reads the provider's own verdict off a response;
+`audit` checks Anthropic breakpoints; `replay` sends the rounds to a real server; `decision` says what
+is compared for one input, for the page and the CLI alike.
 """
 
 from core.doctor.analysis import (
     AGREE,
+    BEFORE_LOG,
+    BELOW_MINIMUM,
     END_TOLERANCE_TOKENS,
+    GAP_OVER_LIFETIME,
+    NOT_PROMISED,
     PROVIDER_HIT_MORE,
     PROVIDER_MISSED,
+    ROUTING_CHANGED,
+    UNSEEN_TOKENS,
     Analysis,
     RoundFinding,
     analyse,
@@ -22,17 +29,20 @@ from core.doctor.audit import AuditItem, audit
 from core.doctor.causes import (
     CAUSES,
     END_OF_PROMPT,
+    FORMAT_CHANGED,
     HISTORY_EDITED,
     HISTORY_TRUNCATED,
     IMAGE_REENCODED,
     JSON_KEY_ORDER,
     MODEL_CHANGED,
+    NEW_CONVERSATION,
     NONE,
     OTHER,
     PARAMS_CHANGED,
     RANDOM_ID,
     SERVER_HISTORY,
     SYSTEM_PROMPT_CHANGED,
+    THINKING_DROPPED_BY_PROVIDER,
     THINKING_STRIPPED,
     TIMESTAMP,
     TOOL_ORDER,
@@ -40,12 +50,35 @@ from core.doctor.causes import (
     WHITESPACE,
     common_prefix_length,
 )
-from core.doctor.inputs import MAX_DOCTOR_BYTES, load_inputs, load_paths, parse_json_array, parse_jsonl
+from core.doctor.decision import (
+    COMPARE,
+    OWN,
+    SIMULATE,
+    SIMULATED_STRATEGIES,
+    SINGLE_ROUND,
+    UNREAD,
+    Comparison,
+    comparison,
+)
+from core.doctor.formats import FORMATS
+from core.doctor.inputs import (
+    MAX_DOCTOR_BYTES,
+    load_inputs,
+    load_paths,
+    looks_like_log,
+    parse_json_array,
+    parse_jsonl,
+    read_path,
+)
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, TEXT, Round, Transcript, TranscriptError
 from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, simulate
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
 
 __all__ = [
+    "BEFORE_LOG", "BELOW_MINIMUM", "FORMATS", "FORMAT_CHANGED", "GAP_OVER_LIFETIME", "NEW_CONVERSATION",
+    "NOT_PROMISED", "ROUTING_CHANGED", "THINKING_DROPPED_BY_PROVIDER", "UNSEEN_TOKENS",
+    "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",
+    "looks_like_log", "read_path",
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",
     "HISTORY_EDITED", "HISTORY_TRUNCATED", "IMAGE_REENCODED", "JSON_KEY_ORDER", "MAX_DOCTOR_BYTES", "MODEL_CHANGED",
     "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "REPLAY_ANSWER_TOKENS",

@@ -9,18 +9,28 @@ same tolerance.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from core.backends.tokens import EstimatingTokenCounter, TokenCounter
 from core.doctor import causes
+from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
-from core.doctor.rules import bill_round, rule_for
-from core.experiments.prompts import EstimatingTokenCounter, TokenCounter
+from core.doctor.rules import BillingRule, bill_round, rule_for
 
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
 AGREE, PROVIDER_MISSED, PROVIDER_HIT_MORE = "agree", "provider_missed", "provider_hit_more"
+BEFORE_LOG = "before_log"  # round 1 read a cache written by requests before the log: nothing to predict from
+UNSEEN_TOKENS = "unseen_tokens"  # the provider counted far more than the body shows: not comparable
+UNSEEN_FACTOR = 1.5  # measured prompt tokens beyond this multiple of the estimate: tokens the body does not show
+PARENT_LOOKBACK = 16  # earlier rounds a round may continue (an interleaved log of several agents)
+MAX_CALIBRATION = 3.0  # a log counting more than this many times the default estimate hides tokens in every round
+# why a provider may read less although the prefix is intact (content/*.toml under [unexplained])
+GAP_OVER_LIFETIME, BELOW_MINIMUM, ROUTING_CHANGED, NOT_PROMISED = (
+    "gap_over_lifetime", "below_minimum", "routing_changed", "not_promised")
 
 
 @dataclass
@@ -43,7 +53,16 @@ class RoundFinding:
     predicted_cached_tokens: int | None = None
     measured_cached_tokens: int | None = None
     measured_prompt_tokens: int | None = None
-    verdict: str | None = None  # agree | provider_missed | provider_hit_more, where the log has usage
+    verdict: str | None = None  # agree | provider_missed | provider_hit_more | before_log | unseen_tokens
+    unseen_tokens: int | None = None  # prompt tokens the provider counted that the body does not show
+    compared_with: int | None = None  # the earlier round it continues (the one sharing the longest prefix)
+    gap_seconds: float | None = None  # time since that round, where the log has timestamps
+    lifetime_seconds: int | None = None  # the provider's cache lifetime that applies to this round
+    unexplained: list[str] = dataclasses.field(default_factory=list)  # what could explain a miss not in the body
+    provider_reason: str | None = None  # the provider's own diagnostics: its reason, as it names it
+    provider_section: str | None = None  # ... the part of the request it names (model, system, tools, ...)
+    provider_missed_tokens: int | None = None
+    diagnosis_agrees: bool | None = None  # the doctor's cause names the same part (None: nothing to compare)
     old_snippet: str = ""
     new_snippet: str = ""
 
@@ -60,6 +79,7 @@ class Analysis:
     rendered: list[Rendered] = field(default_factory=list)
     counter: Any = None
     notes: list[str] = field(default_factory=list)
+    parents: list[int | None] = field(default_factory=list)  # per round, the index of the round it continues
 
     @property
     def first_break(self) -> RoundFinding | None:
@@ -82,12 +102,20 @@ def snippet(text: str, position: int, radius: int = 60) -> str:
 
 
 def _calibrated(transcript: Transcript, rendered: list[Rendered]) -> TokenCounter:
-    """An estimate corrected by the prompt tokens the providers reported, where the log has them."""
+    """An estimate corrected by the prompt tokens the providers reported. Rounds whose count is far from the
+    log's usual ratio (web search results, images or files counted server-side) are left out, and a log
+    whose every round counts several times what its text could hold is not calibrated from at all."""
     counter = EstimatingTokenCounter()
-    pairs = [(len(r.text), round_.measured.prompt_tokens) for r, round_ in zip(rendered, transcript.rounds, strict=True)
+    pairs = [(len(r.text), round_.measured.prompt_tokens / max(counter.count(r.text), 1), round_.measured.prompt_tokens)
+             for r, round_ in zip(rendered, transcript.rounds, strict=True)
              if round_.measured and round_.measured.prompt_tokens]
-    if pairs:
-        counter.observe(sum(c for c, _ in pairs), sum(t for _, t in pairs))
+    if not pairs:
+        return counter
+    usual = sorted(ratio for _, ratio, _ in pairs)[(len(pairs) - 1) // 2]  # the lower median: extras only add
+    plain = [(chars, tokens) for chars, ratio, tokens in pairs
+             if usual / UNSEEN_FACTOR <= ratio <= usual * UNSEEN_FACTOR]
+    if usual <= MAX_CALIBRATION:
+        counter.observe(sum(c for c, _ in plain), sum(t for _, t in plain))
     return counter
 
 
@@ -99,12 +127,29 @@ def verdict(predicted: int, measured: int, prompt_tokens: int) -> str:
     return PROVIDER_MISSED if measured < predicted else PROVIDER_HIT_MORE
 
 
+def doctor_section(finding: RoundFinding, round_: Round) -> str:
+    """The part of the request the doctor's cause names, in the providers' diagnostics' terms."""
+    if not finding.breaks_cache:
+        return "none"
+    if finding.cause == causes.MODEL_CHANGED:
+        return "model"
+    if finding.field == "params":
+        return "params"
+    if finding.field == "tools" or finding.message_index is None:
+        return "tools"
+    first = round_.messages[finding.message_index] if finding.message_index < len(round_.messages) else None
+    return "system" if finding.message_index == 0 and first is not None and first.role in causes.SYSTEM_ROLES \
+        else "messages"
+
+
 def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round: Round,
              counter: TokenCounter) -> tuple[int, bool, str, Any]:
     """Common prefix (characters), whether the round breaks, the cause, and the span of the first difference."""
     common = causes.common_prefix_length(previous.text, current.text)
     if cur_round.server_history:
         return common, False, causes.SERVER_HISTORY, None
+    if prev_round.format != cur_round.format:  # a mixed log: two formats are never one cache
+        return common, False, causes.FORMAT_CHANGED, None
     if common >= len(previous.text):
         return common, False, causes.NONE, None
     span_prev, span_cur = previous.locate(common), current.locate(common)
@@ -116,11 +161,14 @@ def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round
     if (in_last or whole_prompts) and counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS:
         return common, False, causes.END_OF_PROMPT, span_cur or span_prev
     cause = causes.classify(prev_round, cur_round, previous, current, span_prev, span_cur)
+    if cause == causes.THINKING_STRIPPED and rule_for(cur_round).drops_earlier_thinking(cur_round.model):
+        return common, False, causes.THINKING_DROPPED_BY_PROVIDER, span_cur or span_prev
     return common, True, cause, span_cur or span_prev
 
 
 def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend: Any = None) -> Analysis:
-    """Compare each round with the one before; one finding per round (round 1 has nothing before it)."""
+    """Compare each round with the earlier round it continues (`_parent`: usually the one before); one finding
+    per round (round 1 has nothing before it)."""
     rendered = [render_with_template(r, backend) if backend is not None and can_use_template(r) else serialize(r)
                 for r in transcript.rounds]
     counter = counter or _calibrated(transcript, rendered)
@@ -132,12 +180,23 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         tokens = counter.count(current.text)
         finding = RoundFinding(index + 1, False, causes.NONE, None, None, None, 0, 0, tokens, tokens, tokens, 0.0,
                                counter.exact, cur_round.format)
-        if index:
-            previous, prev_round = rendered[index - 1], transcript.rounds[index - 1]
-            common, breaks, cause, span = _compare(previous, current, prev_round, cur_round, counter)
+        parent = index - 1 if index else None
+        if parent is not None:
+            common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent], cur_round,
+                                                   counter)
+            better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
+            if better != parent:
+                parent = better
+                common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent],
+                                                       cur_round, counter)
+            previous, prev_round = rendered[parent], transcript.rounds[parent]
+            if breaks and _unrelated(prev_round, cur_round, previous, current, span):
+                breaks, cause = False, causes.NEW_CONVERSATION
+        analysis.parents.append(parent)
+        if parent is not None:
             common_tokens = min(counter.count(current.text[:common]), tokens) if common else 0
             last = cur_round.messages[-1].text() if cur_round.messages else ""
-            append_only = max(tokens - findings[-1].prompt_tokens, counter.count(last))
+            append_only = max(tokens - findings[parent].prompt_tokens, counter.count(last))
             diff = common if span is not None else None
             finding = RoundFinding(
                 index + 1, breaks, cause, span.message_index if span else None, span.field if span else None, diff,
@@ -146,12 +205,114 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
                 old_snippet=snippet(previous.text, diff) if diff is not None else "",
                 new_snippet=snippet(current.text, diff) if diff is not None else "")
         findings.append(finding)
+        finding.compared_with = parent + 1 if parent is not None else None
         rule = rule_for(cur_round)
         finding.provider = rule.name
-        finding.predicted_cached_tokens = bill_round(rule, analysis, index).cached
+        billed = bill_round(rule, analysis, index)
+        finding.predicted_cached_tokens = billed.cached
+        previous_time = transcript.rounds[parent].time if parent is not None else None
+        if cur_round.time and previous_time:
+            finding.gap_seconds = (cur_round.time - previous_time).total_seconds()
+        retention = _retention(transcript.rounds[parent], billed.ttl) if parent is not None else None
+        finding.lifetime_seconds = rule.lifetime(retention)
         if cur_round.measured is not None:
-            finding.measured_cached_tokens = cur_round.measured.cached_tokens
-            finding.measured_prompt_tokens = cur_round.measured.prompt_tokens
-            finding.verdict = verdict(finding.predicted_cached_tokens, cur_round.measured.cached_tokens,
-                                      cur_round.measured.prompt_tokens or tokens)
+            _judge(finding, cur_round, rule, analysis, index)
+        if cur_round.diagnosis is not None:
+            finding.provider_reason = cur_round.diagnosis.reason
+            finding.provider_section = cur_round.diagnosis.section
+            finding.provider_missed_tokens = cur_round.diagnosis.missed_tokens
+            if cur_round.diagnosis.section != INCONCLUSIVE and index:
+                finding.diagnosis_agrees = cur_round.diagnosis.section == doctor_section(finding, cur_round)
     return analysis
+
+
+def _parent(rendered: list[Rendered], index: int) -> int:
+    """Among the last `PARENT_LOOKBACK` rounds before round ``index`` (from 1), the one sharing the longest
+    prefix with it (the latest of equals): a log of several agents interleaves their conversations, and a
+    provider keeps each one's cache, so the round before in the log is not always the one that matters."""
+    current = rendered[index].text
+    candidates = range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1)
+    return max(candidates, key=lambda j: (causes.common_prefix_length(rendered[j].text, current), j))
+
+
+def _head(rendered: Rendered, round_: Round) -> str:
+    """The text before the round's first message after the system prompt: model, tools, system prompt."""
+    first = next((i for i, m in enumerate(round_.messages) if m.role not in causes.SYSTEM_ROLES), None)
+    starts = rendered.message_starts
+    return rendered.text[:starts[first]] if first is not None and first < len(starts) else rendered.text
+
+
+def _unrelated(parent: Round, current: Round, old: Rendered, new: Rendered, span: Any) -> bool:
+    """Another agent's or task's request, not a continuation: the two share no message after the system
+    prompt, and differ either in that first message itself or in a head (model, tools, system prompt)
+    that is not the same one edited (less than half of it shared at its start and end). Its cache is its
+    own (what it shares, such as the system prompt, is still read): no break. Rounds given as whole prompts
+    (one message each) are one conversation by construction."""
+    if len(parent.messages) == 1 and len(current.messages) == 1:
+        return False
+    keys = {m.key() for m in parent.messages if m.role not in causes.SYSTEM_ROLES}
+    if keys & {m.key() for m in current.messages if m.role not in causes.SYSTEM_ROLES}:
+        return False
+    first = next((i for i, m in enumerate(current.messages) if m.role not in causes.SYSTEM_ROLES),
+                 len(current.messages))
+    at = span.message_index if span is not None else None
+    if at is not None and at > first:
+        return False
+    if at == first:
+        return True
+    head_old, head_new = _head(old, parent), _head(new, current)
+    start = causes.common_prefix_length(head_old, head_new)
+    end = causes.common_prefix_length(head_old[start:][::-1], head_new[start:][::-1])
+    return start + end < 0.5 * min(len(head_old), len(head_new))
+
+
+def _retention(previous: Round, ttl: str) -> str | None:
+    """The cache lifetime option the previous round asked for: OpenAI's prompt_cache_retention, else the
+    Anthropic TTL of its breakpoints."""
+    retention = previous.routing.get("prompt_cache_retention")
+    return str(retention) if retention else ttl
+
+
+def _judge(finding: RoundFinding, round_: Round, rule: BillingRule, analysis: Analysis, index: int) -> None:
+    """The provider's measured hit beside the prediction, the prediction scaled to the prompt tokens the
+    provider reported; and where the provider read less although the prefix is intact, what could explain it."""
+    measured = round_.measured
+    assert measured is not None
+    finding.measured_cached_tokens = measured.cached_tokens
+    finding.measured_prompt_tokens = measured.prompt_tokens
+    reported = measured.prompt_tokens or finding.prompt_tokens
+    estimate = finding.prompt_tokens
+    if reported > UNSEEN_FACTOR * estimate and reported - estimate > 128:
+        finding.unseen_tokens = reported - estimate
+        finding.verdict = UNSEEN_TOKENS
+        return
+    scale = reported / estimate if estimate else 1.0
+    predicted = finding.predicted_cached_tokens or 0
+    if scale != 1.0 and predicted:  # the same cut, in the provider's tokens
+        prefix = round(finding.common_prefix_tokens * scale) if rule.kind == "steps" else round(predicted * scale)
+        predicted = rule.cached(prefix, reported, round_.model) if rule.kind == "steps" else min(prefix, reported)
+        finding.predicted_cached_tokens = predicted
+    if index == 0 and measured.cached_tokens > predicted:
+        finding.verdict = BEFORE_LOG
+        return
+    finding.verdict = verdict(predicted, measured.cached_tokens, reported)
+    if finding.verdict == PROVIDER_MISSED and not finding.breaks_cache:
+        parent = analysis.parents[index]
+        finding.unexplained = _unexplained(finding, round_, analysis.rounds[parent] if parent is not None else None,
+                                           rule, reported)
+
+
+def _unexplained(finding: RoundFinding, round_: Round, previous: Round | None, rule: BillingRule,
+                 reported: int) -> list[str]:
+    """What the payload cannot show that could explain a smaller hit: the cache's lifetime running out
+    between the rounds, a prompt below the model's minimum, a different cache key or user (another machine)."""
+    reasons = []
+    if finding.gap_seconds is not None and finding.lifetime_seconds is not None \
+            and finding.gap_seconds > finding.lifetime_seconds:
+        reasons.append(GAP_OVER_LIFETIME)
+    if reported < rule.minimum_for(round_.model):
+        reasons.append(BELOW_MINIMUM)
+    if previous is not None and any(previous.routing.get(k) != round_.routing.get(k)
+                                    for k in ("prompt_cache_key", "user", "safety_identifier", "metadata.user_id")):
+        reasons.append(ROUTING_CHANGED)
+    return reasons or [NOT_PROMISED]

@@ -7,6 +7,7 @@ from typing import Any
 
 from core.doctor.analysis import Analysis
 from core.doctor.causes import RANDOM_ID_PATTERN, TIMESTAMP_PATTERN
+from core.doctor.formats import STAND_IN
 from core.doctor.model import ANTHROPIC
 from core.doctor.rules import BILLING_RULES, BillingRule
 
@@ -33,7 +34,9 @@ class AuditItem:
 
 
 def _dynamic(text: str) -> bool:
-    body = text.split("\n", 1)[1] if text.startswith("[model ") else text
+    """A timestamp or id in the cached prefix; the doctor's own stand-ins for images and files (a digest of
+    their bytes, or of a stable file id) are not content that changes, so they are left out."""
+    body = STAND_IN.sub("", text.split("\n", 1)[1] if text.startswith("[model ") else text)
     return bool(TIMESTAMP_PATTERN.search(body) or RANDOM_ID_PATTERN.search(body))
 
 
@@ -50,7 +53,8 @@ def audit(analysis: Analysis, rule: BillingRule = BILLING_RULES["Anthropic"]) ->
             continue
         if len(rendered.breakpoints) > rule.max_breakpoints:
             items.append(AuditItem(number, "request", finding.prompt_tokens, "", [TOO_MANY]))
-        previous = analysis.rendered[index - 1] if index else None
+        parent = analysis.parents[index] if index < len(analysis.parents) else None
+        previous = analysis.rendered[parent] if parent is not None else None
         if previous is not None and previous.breakpoints:
             last_before = max(b.blocks for b in previous.breakpoints)
             later = [b.blocks - last_before for b in rendered.breakpoints if b.blocks >= last_before]

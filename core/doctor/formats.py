@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, Block, Message, Round
@@ -33,6 +34,9 @@ def _digest(data: str) -> str:
 def _ttl(part: Any) -> str | None:
     control = part.get("cache_control") if isinstance(part, dict) else None
     return str(control.get("ttl", "5m")) if isinstance(control, dict) else None
+
+
+STAND_IN = re.compile(r"<(?:image|file) [^<>]*>")  # what `_media` writes for an image or a file
 
 
 def _media(kind: str, source: Any) -> str:
@@ -107,21 +111,57 @@ def _keyed(body: dict[str, Any], fmt: str) -> dict[str, Any]:
     return {name: body[name] for name in KEYED[fmt] if body.get(name) is not None}
 
 
-def detect(body: Any, endpoint: str = "") -> str:
-    """The format of one request body, or ValueError naming what was expected."""
+FORMATS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
+# request fields that choose which machine (and so which cache) serves a request, or how long it keeps it
+ROUTING_KEYS = ("prompt_cache_key", "user", "safety_identifier", "prompt_cache_retention", "service_tier")
+# endpoint paths that name the format outright (a wrapper's URL, or the capture proxy's ``endpoint``)
+ENDPOINT_FORMATS = (("/v1/messages", ANTHROPIC), ("/chat/completions", CHAT), ("/responses", RESPONSES),
+                    (":generateContent", GEMINI), (":streamGenerateContent", GEMINI))
+CHAT_ONLY_ROLES = {"system", "developer", "tool", "function"}
+CHAT_ONLY_PARTS = {"image_url", "input_audio", "file"}
+CHAT_ONLY_KEYS = ("response_format", "stream_options", "n", "frequency_penalty", "presence_penalty", "logprobs",
+                  "reasoning_effort", "max_completion_tokens", "parallel_tool_calls", "seed")
+ANTHROPIC_ONLY_KEYS = ("system", "anthropic_version", "cache_control", "stop_sequences", "mcp_servers", "container",
+                       "context_management")
+SERVER_TOOL_TYPE = re.compile(r"^[a-z_]+_\d{8}$")  # Anthropic's versioned tools: web_search_20250305, memory_20250818
+
+
+def _evidence(body: dict[str, Any], endpoint: str) -> str | None:
+    """The format a body with ``messages`` proves on its own (Anthropic or Chat Completions), or None when
+    it could be either: plain text messages, or a ``thinking`` parameter (OpenAI-compatible servers take one too)."""
+    for path, fmt in ENDPOINT_FORMATS:
+        if path in endpoint:
+            return fmt
+    if any(key in body for key in ANTHROPIC_ONLY_KEYS):
+        return ANTHROPIC
+    tools: list[Any] = body["tools"] if isinstance(body.get("tools"), list) else []
+    if any(isinstance(t, dict) and ("input_schema" in t or SERVER_TOOL_TYPE.match(str(t.get("type", ""))))
+           for t in tools):
+        return ANTHROPIC
+    if any(isinstance(t, dict) and isinstance(t.get("function"), dict) for t in tools):
+        return CHAT
+    for message in body["messages"] if isinstance(body["messages"], list) else []:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") in CHAT_ONLY_ROLES or "tool_calls" in message or "tool_call_id" in message:
+            return CHAT
+        content = message.get("content")
+        kinds = {p.get("type") for p in content if isinstance(p, dict)} if isinstance(content, list) else set()
+        if kinds & ANTHROPIC_ONLY_BLOCKS:
+            return ANTHROPIC
+        if kinds & CHAT_ONLY_PARTS:
+            return CHAT
+    if any(key in body for key in CHAT_ONLY_KEYS):
+        return CHAT
+    return None
+
+
+def _family(body: Any, endpoint: str = "") -> str | None:
+    """A body's own format where it shows one: Responses and Gemini by their keys, else `_evidence`."""
     if not isinstance(body, dict):
         raise ValueError(f"expected {EXPECTED}; got a JSON {type(body).__name__}")
     if "messages" in body:
-        if "/messages" in endpoint or "system" in body or "anthropic_version" in body or "cache_control" in body:
-            return ANTHROPIC
-        if any(isinstance(t, dict) and "input_schema" in t for t in body.get("tools") or []):
-            return ANTHROPIC
-        for message in body["messages"] if isinstance(body["messages"], list) else []:
-            content = message.get("content") if isinstance(message, dict) else None
-            if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in ANTHROPIC_ONLY_BLOCKS
-                                                 for p in content):
-                return ANTHROPIC
-        return CHAT
+        return _evidence(body, endpoint)
     if "input" in body or "instructions" in body or "previous_response_id" in body:
         return RESPONSES
     if "contents" in body:
@@ -129,10 +169,50 @@ def detect(body: Any, endpoint: str = "") -> str:
     raise ValueError(f"expected {EXPECTED}; got keys {sorted(body)[:8]}")
 
 
-def read_body(body: Any, where: str, endpoint: str = "") -> Round:
-    fmt = detect(body, endpoint)
-    return {CHAT: chat_round, ANTHROPIC: anthropic_round, RESPONSES: responses_round, GEMINI: gemini_round}[fmt](
-        body, where, endpoint)
+def detect(body: Any, endpoint: str = "") -> str:
+    """The format of one request body read alone (a body that could be either is read as Chat Completions)."""
+    return _family(body, endpoint) or CHAT
+
+
+def decide(bodies: list[tuple[Any, str]], forced: str | None = None) -> tuple[list[str | None], str | None]:
+    """One format per body, decided for the whole log: a log is one agent's traffic, so a body that could be
+    either Chat Completions or Anthropic takes the format the other lines show. Returns the formats (None
+    where the body cannot be read: `read_body` then names why) and, for a log whose lines really show
+    different formats, a sentence saying so (the analysis reports the mix, never a cache break)."""
+    if forced is not None:
+        return [forced] * len(bodies), None
+    own: list[str | None] = []
+    readable: list[bool] = []
+    for body, endpoint in bodies:
+        try:
+            own.append(_family(body, endpoint))
+            readable.append(True)
+        except ValueError:
+            own.append(None)
+            readable.append(False)
+    shown = [f for f in own if f]
+    usual = max(sorted(set(shown)), key=shown.count) if shown else CHAT
+    messages_default = usual if usual in (CHAT, ANTHROPIC) else CHAT
+    formats = [(f or messages_default) if ok else None for f, ok in zip(own, readable, strict=True)]
+    seen = sorted(set(shown))
+    mixed = None if len(seen) < 2 else "the lines of this log show more than one format (" + ", ".join(
+        f"{fmt}: {shown.count(fmt)}" for fmt in seen) + "): each line is read in its own"
+    return formats, mixed
+
+
+def read_body(body: Any, where: str, endpoint: str = "", fmt: str | None = None) -> Round:
+    """One request body as a round, read as ``fmt`` (decided for the log, or forced), else as it looks alone."""
+    fmt = fmt or detect(body, endpoint)
+    if not isinstance(body, dict):
+        raise ValueError(f"expected {EXPECTED}; got a JSON {type(body).__name__}")
+    readers = {CHAT: chat_round, ANTHROPIC: anthropic_round, RESPONSES: responses_round, GEMINI: gemini_round}
+    round_ = readers[fmt](body, where, endpoint)
+    round_.endpoint = endpoint
+    round_.routing = {key: body[key] for key in ROUTING_KEYS if body.get(key) is not None}
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("user_id") is not None:
+        round_.routing["metadata.user_id"] = metadata["user_id"]
+    return round_
 
 
 def chat_round(body: dict[str, Any], where: str, endpoint: str = "") -> Round:

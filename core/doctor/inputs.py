@@ -1,19 +1,34 @@
 """Reading the doctor's input: JSONL logs (a body or a request/response wrapper per line), JSON arrays,
-one text file per round, or one system prompt. Every line that cannot be read is named, never skipped silently."""
+one text file per round, or one system prompt. Every line that cannot be read is named, never skipped silently.
+
+Each file is read once, in bounded pieces, and refused as soon as it passes `MAX_DOCTOR_BYTES` (so
+``/dev/zero`` costs 50 MB, not all memory), which also makes a FIFO or ``doctor <(zcat log.gz)`` work.
+A gzip file is decompressed (to the same bound, so a small bomb cannot fill memory), UTF-16 with a
+byte-order mark is decoded (and said so in a note), UTF-16 without one is named. One line never ends
+the run: a line nested too deeply for Python, a count that is not a count (``1e999999``, ``"12"``,
+``[1]``, ``true``, ``-3``) or counts that contradict each other (more cached than prompt tokens) is
+named with its line; the rest is analysed.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import zlib
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.doctor.formats import read_body
+from core.backends.usage import find_usage, read_timings, read_usage
+from core.doctor.diagnostics import provider_diagnosis
+from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
 from core.experiments.prompts import DocumentError, read_document
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 REQUEST_KEYS = ("request", "request_body", "req")
 RESPONSE_KEYS = ("response", "response_body", "resp")
 TIME_KEYS = ("time", "timestamp", "created_at", "start_time", "startTime")
@@ -25,34 +40,34 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
-def measured(response: Any) -> Measured | None:
-    """Cached and prompt tokens from a response (or its ``body``) in any provider's usage shape."""
-    if not isinstance(response, dict):
-        return None
-    if isinstance(response.get("body"), dict):
+def measured(response: Any) -> tuple[Measured | None, list[str]]:
+    """Cached and prompt tokens from a response (or its ``body``) in any provider's usage shape
+    (`core.backends.usage`), and what in it could not be used."""
+    if not isinstance(response, Mapping):
+        return None, []
+    if isinstance(response.get("body"), Mapping):
         response = response["body"]
-    usage = response.get("usage") if isinstance(response.get("usage"), dict) else response
-    if isinstance(_get(response, "usageMetadata"), dict):
-        meta = response["usageMetadata"]
-        cached = int(meta.get("cachedContentTokenCount") or 0)
-        return Measured(meta.get("promptTokenCount"), cached, "cachedContentTokenCount")
-    if "cache_read_input_tokens" in usage or "cache_creation_input_tokens" in usage:
-        read, write = int(usage.get("cache_read_input_tokens") or 0), int(usage.get("cache_creation_input_tokens") or 0)
-        return Measured(int(usage.get("input_tokens") or 0) + read + write, read, "cache_read_input_tokens")
-    if "prompt_cache_hit_tokens" in usage:
-        hit = int(usage["prompt_cache_hit_tokens"] or 0)
-        return Measured(hit + int(usage.get("prompt_cache_miss_tokens") or 0), hit, "prompt_cache_hit_tokens")
-    for details, total in (("prompt_tokens_details", "prompt_tokens"), ("input_tokens_details", "input_tokens")):
-        cached = _get(usage, details, "cached_tokens")
-        if cached is not None or (details in usage and total in usage):
-            return Measured(usage.get(total), int(cached or 0), "cached_tokens")
-    if "cached_tokens" in usage:
-        return Measured(usage.get("prompt_tokens"), int(usage["cached_tokens"] or 0), "cached_tokens")
+    if isinstance(response.get("usageMetadata"), Mapping):
+        found = [("usageMetadata", response)]
+    else:
+        found = [(where, usage) for where, usage in find_usage(response) if where == "usage"]
+        found = found or [("usage", response)]  # a bare usage object
+    where, data = found[0]
+    usage = read_usage(data, "response." + where)
+    details = any(isinstance(data.get(d), Mapping) for d in ("prompt_tokens_details", "input_tokens_details"))
+    if usage.cached_tokens is None and details and usage.prompt_tokens is not None:
+        usage.cached_tokens, usage.source = 0, "cached_tokens"  # the details say nothing was cached
     timings = response.get("timings")
-    if isinstance(timings, dict) and "cache_n" in timings:
-        reused = int(timings["cache_n"])
-        return Measured(int(timings.get("prompt_n", 0)) + reused, reused, "timings.cache_n")
-    return None
+    if usage.cached_tokens is None and isinstance(timings, Mapping) and "cache_n" in timings:
+        usage = read_timings(timings, "response.timings")
+    problems = list(usage.unreadable)
+    impossible = usage.impossible()
+    if impossible:
+        problems.append(f"usage not used: {impossible}")
+    if usage.cached_tokens is None or impossible:
+        return None, problems
+    source = usage.source.rsplit(".", 1)[-1] if usage.source != "timings.cache_n" else usage.source
+    return Measured(usage.prompt_tokens, usage.cached_tokens, source), problems
 
 
 def _time(line: dict[str, Any]) -> datetime | None:
@@ -70,45 +85,72 @@ def _time(line: dict[str, Any]) -> datetime | None:
     return None
 
 
-def read_line(data: Any, where: str) -> Round:
-    """One log entry: a bare request body, or a wrapper holding the request with its response."""
+def _unwrap(data: Any) -> tuple[Any, str, Any, Any]:
+    """A log entry as (request body, endpoint, response, the entry itself): a bare body, or a wrapper."""
     request_key = next((k for k in REQUEST_KEYS if isinstance(data, dict) and isinstance(data.get(k), dict)), None)
     if request_key is None:
-        return read_body(data, where)
+        return data, "", None, None
     request = data[request_key]
     if isinstance(request.get("body"), dict):  # gateway exports: {"request": {"url": ..., "body": {...}}}
         request = {**request["body"], **({"model": request["model"]} if "model" in request else {})}
     endpoint = str(data.get("endpoint") or data.get("url") or data.get("path") or _get(data, request_key, "url") or "")
-    round_ = read_body(request, where, endpoint)
     response = next((data[k] for k in RESPONSE_KEYS if k in data), None)
-    round_.measured = measured(response) or measured(data.get("usage") and {"usage": data["usage"]})
-    round_.time = _time(data)
-    return round_
+    return request, endpoint, response, data
 
 
-def _read_items(items: Sequence[tuple[str, Any]], kind: str) -> Transcript:
+def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, list[str]]:
+    """One log entry: a bare request body, or a wrapper holding the request with its response; and what
+    in its usage could not be used."""
+    if isinstance(data, dict) and isinstance(data.get("request_error"), str):  # the capture proxy's own note
+        raise ValueError(f"the capture proxy could not read this request: {data['request_error']}")
+    request, endpoint, response, wrapper = _unwrap(data)
+    round_ = read_body(request, where, endpoint, fmt)
+    problems: list[str] = []
+    if wrapper is not None:
+        round_.measured, problems = measured(response)
+        if round_.measured is None and not problems and isinstance(wrapper.get("usage"), Mapping):
+            round_.measured, problems = measured({"usage": wrapper["usage"]})
+        round_.diagnosis = provider_diagnosis(response)
+        round_.time = _time(wrapper)
+    return round_, problems
+
+
+def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = None) -> Transcript:
+    """Every entry read, in the format decided for the whole log (`formats.decide`), or ``fmt`` when forced."""
+    formats, mixed = decide([_unwrap(data)[:2] for _, data in items], fmt)
     rounds, errors = [], []
-    for where, data in items:
+    for (where, data), line_format in zip(items, formats, strict=True):
         try:
-            rounds.append(read_line(data, where))
+            round_, problems = read_line(data, where, line_format)
         except ValueError as exc:
             message = str(exc)
             errors.append(message if message.startswith(where) else f"{where}: {message}")
+            continue
+        except RecursionError:
+            errors.append(f"{where}: nested too deeply to read (deeper than Python's recursion limit)")
+            continue
+        except Exception as exc:  # noqa: BLE001 - one unreadable line is named, never the end of the run
+            errors.append(f"{where}: could not be read ({type(exc).__name__}: {exc})")
+            continue
+        rounds.append(round_)
+        errors += [f"{where}: {problem}" for problem in problems]
     notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
              "only what this body adds is compared" for r in rounds if r.server_history]
-    return Transcript(rounds, errors, kind, notes)
+    return Transcript(rounds, errors, kind, notes, mixed)
 
 
-def parse_jsonl(text: str, name: str = "input") -> Transcript:
+def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
     items, errors = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may sit inside a string
         if not line.strip():
             continue
         try:
             items.append((f"{name} line {number}", json.loads(line)))
         except json.JSONDecodeError as exc:
             errors.append(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-    transcript = _read_items(items, "jsonl")
+        except RecursionError:
+            errors.append(f"{name} line {number}: nested too deeply to read (deeper than Python's recursion limit)")
+    transcript = _read_items(items, "jsonl", fmt)
     transcript.errors = sorted(errors + transcript.errors, key=_line_number)
     return transcript
 
@@ -118,36 +160,114 @@ def _line_number(error: str) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def parse_json_array(text: str, name: str = "input") -> Transcript:
+def parse_json_array(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
         raise TranscriptError(f"{name} is not valid JSON ({exc.msg} at {where}).") from None
+    except RecursionError:
+        raise TranscriptError(f"{name} is nested too deeply to read (deeper than Python's recursion limit).") from None
     if isinstance(data, dict) and isinstance(data.get("requests"), list):
         data = data["requests"]
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
         raise TranscriptError(f"{name}: expected a JSON array of request bodies.")
-    return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json")
+    return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json", fmt)
 
 
 LOG_SUFFIXES = (".jsonl", ".json", ".ndjson", ".log")  # names that promise JSON: never read as a prompt
 
-def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
+
+def _too_large(name: str, max_bytes: int) -> TranscriptError:
+    return TranscriptError(f"{name} is larger than {max_bytes / 2**20:.0f} MB (reading stopped there): give a part "
+                           "of the log, e.g. its last rounds with `tail -n 200`.")
+
+
+def read_path(path: Path, max_bytes: int = MAX_DOCTOR_BYTES) -> tuple[str, bytes]:
+    """A file's name and bytes, read once in bounded pieces: a FIFO or ``<(zcat log.gz)`` works, and
+    ``/dev/zero`` is refused at ``max_bytes``."""
+    parts: list[bytes] = []
+    size = 0
+    with path.open("rb") as handle:
+        while piece := handle.read(READ_CHUNK):
+            size += len(piece)
+            if size > max_bytes:
+                raise _too_large(str(path), max_bytes)
+            parts.append(piece)
+    return path.name, b"".join(parts)
+
+
+def _gunzip(name: str, data: bytes, max_bytes: int) -> bytes:
+    """Every member of a gzip file, decompressed to at most ``max_bytes``."""
+    out: list[bytes] = []
+    size = 0
+    while data:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            piece = inflater.decompress(data, max_bytes + 1 - size)
+        except zlib.error as exc:
+            raise TranscriptError(f"{name} starts like a gzip file but cannot be decompressed ({exc}).") from None
+        size += len(piece)
+        if size > max_bytes or inflater.unconsumed_tail:
+            raise _too_large(f"{name} decompressed", max_bytes)
+        out.append(piece)
+        data = inflater.unused_data if inflater.eof else b""
+    return b"".join(out)
+
+
+def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[str, str]:
+    """``(name, text)`` of one file: gzip opened (its name without ``.gz``), UTF-16 decoded, the rest as UTF-8."""
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzip(name, data, max_bytes)
+        notes.append(f"{name}: read as gzip")
+        name = name[:-3] if name.lower().endswith(".gz") else name
+    if data.startswith(UTF16_BOMS):
+        try:
+            data = data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(f"{name} starts like UTF-16 but is not valid UTF-16 (byte {exc.start}); save it "
+                                  "as UTF-8 text.") from None
+        notes.append(f"{name}: read as UTF-16 (it has a UTF-16 byte-order mark)")
+    elif len(data) >= 4 and data[:4096].count(0) * 3 > min(len(data), 4096):  # every other byte zero
+        raise TranscriptError(f"{name} looks like UTF-16 text without a byte-order mark: save it as UTF-8 "
+                              f"(e.g. `iconv -f UTF-16LE -t UTF-8 {name}`).")
+    try:
+        return name, read_document(data, name, max_bytes)
+    except DocumentError as exc:
+        raise TranscriptError(str(exc)) from None
+
+
+def looks_like_log(data: bytes) -> bool:
+    """Whether bytes read by `read_path` hold a JSON log (else text files, one prompt each)."""
+    if data.startswith(GZIP_MAGIC):
+        return True  # agents' logs are rotated and compressed; a prompt seldom is
+    head = data[:4096]
+    if head.startswith(UTF16_BOMS):
+        head = head[:4096 - (len(head) % 2)].decode("utf-16", "replace").encode()
+    return head.lstrip()[:1] in (b"{", b"[")
+
+
+def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_BYTES,
+                fmt: str | None = None) -> Transcript:
     """Read uploaded or named files: one JSONL/JSON log, several text files (one per round, in name
-    order), or one plain text file (a system prompt to compare strategies with)."""
+    order), or one plain text file (a system prompt to compare strategies with). ``fmt`` forces the
+    format of every line of a log (`formats.FORMATS`); by default it is decided for the whole log."""
     if not files:
         raise TranscriptError("No input: upload a JSONL log, a JSON array, or text files.")
     if sum(len(data) for _, data in files) > max_bytes:
         raise TranscriptError(f"The input is larger than {max_bytes / 1e6:.0f} MB.")
-    texts = []
+    texts: list[tuple[str, str]] = []
+    notes: list[str] = []
     for name, data in sorted(files, key=lambda f: f[0]):
-        try:
-            texts.append((name, read_document(data, name, max_bytes)))
-        except DocumentError as exc:
-            raise TranscriptError(str(exc)) from None
+        texts.append(_decoded(name, data, max_bytes, notes))
+    transcript = _transcript(texts, fmt)
+    transcript.notes = notes + transcript.notes
+    return transcript
+
+
+def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
     if len(texts) > 1:
         if any(t.lstrip().startswith(("{", "[")) for _, t in texts):
             raise TranscriptError("Give one JSON or JSONL log at a time (or several text files, one per round).")
@@ -159,14 +279,21 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
         raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
                               f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
     if stripped.startswith("["):
-        return parse_json_array(text, name)
+        return parse_json_array(text, name, fmt)
     if stripped.startswith("{"):
-        transcript = parse_jsonl(text, name)
+        transcript = parse_jsonl(text, name, fmt)
         if transcript.rounds or not name.endswith(".json"):
             return transcript
-        return parse_json_array(text, name)
+        return parse_json_array(text, name, fmt)
     return Transcript([text_round("system", text, name)], [], "system_prompt")
 
 
-def load_paths(paths: Sequence[Path]) -> Transcript:
-    return load_inputs([(p.name, p.read_bytes()) for p in paths])
+def load_paths(paths: Sequence[Path], fmt: str | None = None, max_bytes: int = MAX_DOCTOR_BYTES) -> Transcript:
+    """`load_inputs` on files read once each by `read_path`, within one size budget."""
+    files: list[tuple[str, bytes]] = []
+    left = max_bytes
+    for path in paths:
+        name, data = read_path(path, left)
+        files.append((name, data))
+        left -= len(data)
+    return load_inputs(files, max_bytes, fmt)

@@ -51,6 +51,18 @@ class Measured:
 
 
 @dataclass
+class ProviderDiagnosis:
+    """The provider's own verdict on a cache miss (Anthropic ``diagnostics``, OpenAI ``prompt_cache_diagnostics``):
+    ``reason`` as the provider names it, ``section`` what the doctor compares it with (model, system, tools,
+    messages, params, none, or inconclusive), the tokens it says were missed, and the field it came from."""
+
+    reason: str
+    section: str
+    missed_tokens: int | None
+    source: str
+
+
+@dataclass
 class Round:
     """One request. ``messages`` start with the system prompt (``role`` system) in every format; ``keyed``
     holds the request parameters the provider's cache is keyed on, rendered before the messages."""
@@ -67,6 +79,9 @@ class Round:
     time: datetime | None = None
     server_history: bool = False  # a Responses previous_response_id: the history is not in the body
     auto_cache: str | None = None  # Anthropic top-level cache_control TTL (automatic caching)
+    endpoint: str = ""  # the wrapper's URL or path, where the log has one (it names the provider)
+    routing: dict[str, Any] = field(default_factory=dict)  # what routes a request to a cache: user, cache key
+    diagnosis: ProviderDiagnosis | None = None  # the provider's own cache diagnostics, where the response has them
 
     def tool_names(self) -> list[str]:
         return [tool_name(t) for t in self.raw_tools or []]
@@ -78,6 +93,7 @@ class Transcript:
     errors: list[str] = field(default_factory=list)
     kind: str = "jsonl"  # jsonl | json | files | system_prompt | simulated
     notes: list[str] = field(default_factory=list)
+    mixed: str | None = None  # the log's lines really show more than one format: a sentence saying so
 
     @property
     def formats(self) -> list[str]:

@@ -42,6 +42,7 @@ class Rendered:
     how: str
     breakpoints: list[Breakpoint] = field(default_factory=list)
     message_starts: list[int] = field(default_factory=list)
+    block_ends: list[int] = field(default_factory=list)  # where each block (tool, content part) ends, in order
 
     def locate(self, position: int) -> Span | None:
         for span in self.spans:
@@ -64,6 +65,7 @@ class _Writer:
         self.position = 0
         self.blocks = 0
         self.breakpoints: list[Breakpoint] = []
+        self.block_ends: list[int] = []
 
     def add(self, text: str, message_index: int | None, field_name: str, block: int = 0) -> None:
         self.parts.append(text)
@@ -72,6 +74,7 @@ class _Writer:
 
     def mark(self, ttl: str | None, where: str) -> None:
         self.blocks += 1
+        self.block_ends.append(self.position)
         if ttl:
             self.breakpoints.append(Breakpoint(self.position, self.blocks, ttl, where))
 
@@ -120,7 +123,7 @@ def serialize(round_: Round) -> Rendered:
             message(index)
     if round_.auto_cache and out.blocks:
         out.breakpoints.append(Breakpoint(out.position, out.blocks, round_.auto_cache, "automatic"))
-    return Rendered("".join(out.parts), out.spans, "stable serialization", out.breakpoints, starts)
+    return Rendered("".join(out.parts), out.spans, "stable serialization", out.breakpoints, starts, out.block_ends)
 
 
 def can_use_template(round_: Round) -> bool:

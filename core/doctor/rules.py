@@ -7,9 +7,10 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.doctor.causes import common_prefix_length
-from core.doctor.model import Round
+from core.doctor.model import CHAT, RESPONSES, Round
 from core.doctor.render import Rendered
 
 RULES_FILE = Path(__file__).with_name("rules.toml")
@@ -34,11 +35,32 @@ class BillingRule:
     write_1h_multiplier: float = 1.0
     max_breakpoints: int = 0
     lookback_blocks: int = 0
+    hosts: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    lifetimes: dict[str, int] = field(default_factory=dict)  # seconds an unused prefix is kept, per option
+    lifetime_source: str = ""
+    thinking: dict[str, str] = field(default_factory=dict)  # model family -> "dropped" | "kept"
+
+    def _family(self, table: dict[str, Any], model: str | None) -> Any:
+        matches = [key for key in table if key == "" or model and key in model]
+        return table[max(matches, key=len)] if matches else None
+
+    def drops_earlier_thinking(self, model: str | None) -> bool:
+        """Whether this provider drops earlier turns' thinking itself for ``model`` (then a client that drops
+        it loses no cached prefix); unknown families are assumed to keep it, the case where it costs."""
+        return bool(self._family(self.thinking, model) == "dropped")
+
+    def lifetime(self, ttl: str | None = None) -> int | None:
+        """Seconds an unused cached prefix lives: for ``ttl`` (an Anthropic TTL, an OpenAI retention), else
+        the shortest option; None where the provider publishes none."""
+        if ttl and ttl in self.lifetimes:
+            return self.lifetimes[ttl]
+        return min(self.lifetimes.values()) if self.lifetimes else None
 
     def minimum_for(self, model: str | None) -> int:
         """The longest model-family key contained in ``model`` decides; else the rule's minimum."""
-        matches = [key for key in self.minimum_by_model if model and key in model]
-        return self.minimum_by_model[max(matches, key=len)] if matches else self.minimum
+        found = self._family(self.minimum_by_model, model)
+        return int(found) if found is not None else self.minimum
 
     def cached(self, common_prefix_tokens: int, prompt_tokens: int, model: str | None = None) -> int:
         minimum = self.minimum_for(model)
@@ -60,22 +82,39 @@ def load_rules(path: Path = RULES_FILE) -> dict[str, BillingRule]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     rules = {}
     for item in data["rule"]:
-        item = {**item, "formats": tuple(item.get("formats", ())),
-                "minimum_by_model": dict(item.get("minimum_by_model", {}))}
+        item = {**item, "formats": tuple(item.get("formats", ())), "hosts": tuple(item.get("hosts", ())),
+                "models": tuple(item.get("models", ())), "minimum_by_model": dict(item.get("minimum_by_model", {})),
+                "lifetimes": dict(item.get("lifetimes", {})), "thinking": dict(item.get("thinking", {}))}
         rules[item["name"]] = BillingRule(**item)
     return rules
 
 
 BILLING_RULES = load_rules()
-SOURCE_RULES = {rule.usage_field: name for name, rule in BILLING_RULES.items()}
+SOURCE_RULES = {rule.usage_field: name for name, rule in BILLING_RULES.items() if rule.usage_field}
+OTHER_SERVER = "OpenAI-compatible"
+
+
+def _host(endpoint: str) -> str:
+    return urlsplit(endpoint).hostname or "" if "://" in endpoint else ""
 
 
 def rule_for(round_: Round) -> BillingRule:
-    """The provider a round was most likely sent to: from the usage field it reported, its model, its format."""
+    """The provider a round was most likely sent to: the host of its endpoint, else its model, else the usage
+    field it reported, else its format. A URL whose host no rule names is another OpenAI-compatible server,
+    whose minimum is unknown (not OpenAI's)."""
+    host = _host(round_.endpoint)
+    if host:
+        named = [r for r in BILLING_RULES.values() if any(host == h or host.endswith("." + h) for h in r.hosts)]
+        if named:
+            return named[0]
+    model = (round_.model or "").lower().rsplit("/", 1)[-1]
+    by_model = [r for r in BILLING_RULES.values() if any(model.startswith(m) for m in r.models)]
+    if by_model and not host:
+        return by_model[0]
+    if host and round_.format in (CHAT, RESPONSES):
+        return BILLING_RULES[OTHER_SERVER]
     if round_.measured and round_.measured.source in SOURCE_RULES:
         return BILLING_RULES[SOURCE_RULES[round_.measured.source]]
-    if round_.model and "deepseek" in round_.model.lower():
-        return BILLING_RULES["DeepSeek"]
     return next((r for r in BILLING_RULES.values() if round_.format in r.formats), BILLING_RULES["OpenAI"])
 
 
@@ -106,13 +145,17 @@ def _deepseek_units(rendered: list[Rendered], rounds: list[Round], index: int) -
 
 
 def _anthropic(rule: BillingRule, previous: Rendered, current: Rendered, common: int) -> tuple[int, int, str]:
-    """Characters read from the cache and characters written: a read is the previous round's breakpoint
-    inside the common prefix and within the lookback of one of this round's breakpoints."""
+    """Characters read from the cache and characters written. A read ends at a block boundary of this round
+    inside the common prefix and inside an entry the previous round wrote (at or before one of its
+    breakpoints), within the lookback of one of this round's breakpoints: the provider looks for hits at
+    earlier block boundaries, and a logged Anthropic response (tests/data/doctor/cassettes, crewAI) reads
+    the system prompt of an entry written at a later breakpoint."""
+    written_to = max((b.end for b in previous.breakpoints), default=0)
     read = 0
-    for earlier in previous.breakpoints:
-        if earlier.end <= common and any(0 <= b.blocks - earlier.blocks <= rule.lookback_blocks and b.end >= earlier.end
-                                         for b in current.breakpoints):
-            read = max(read, earlier.end)
+    for number, end in enumerate(current.block_ends, start=1):
+        if end <= min(common, written_to) and any(0 <= b.blocks - number <= rule.lookback_blocks and b.end >= end
+                                                  for b in current.breakpoints):
+            read = max(read, end)
     last = max(current.breakpoints, key=lambda b: b.end, default=None)
     if last is None:
         return 0, 0, "5m"
@@ -128,7 +171,8 @@ def bill_round(rule: BillingRule, analysis: Any, index: int) -> Billed:
         chars = _deepseek_units(analysis.rendered, analysis.rounds, index)
         return Billed(min(count(text[:chars]), finding.prompt_tokens) if chars else 0)
     if rule.kind == "breakpoints":
-        previous = analysis.rendered[index - 1] if index else Rendered("", [], "")
+        parent = analysis.parents[index] if index < len(analysis.parents) else None
+        previous = analysis.rendered[parent] if parent is not None else Rendered("", [], "")
         read, written, ttl = _anthropic(rule, previous, analysis.rendered[index], finding.common_prefix_chars)
         read_tokens = count(text[:read]) if read else 0
         written_tokens = count(text[read:read + written]) if written else 0

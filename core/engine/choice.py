@@ -62,7 +62,8 @@ def _sigill_key(binary: Path) -> str:
 
 def _read_sigill() -> dict[str, str]:
     try:
-        return json.loads(_sigill_store().read_text())
+        data: dict[str, str] = json.loads(_sigill_store().read_text())
+        return data
     except (OSError, ValueError):
         return {}
 

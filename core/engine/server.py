@@ -37,7 +37,8 @@ DEFAULT_CONTEXT = 8192
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

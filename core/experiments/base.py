@@ -17,14 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from core.backends.base import ChatRequest, ProgressCallback, StreamingBackend
+from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
-from core.experiments.prompts import TokenCounter
+from core.backends.tokens import TokenCounter
 from core.records import RequestResult
 
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
 OUTPUT_PROMPT_TOKENS = 60  # experiment 2's short prompt (and experiment 4's decode prompt), rounded up
 INTERNAL = {"internal": True}  # a `Settings` field that is neither a widget nor exported (`exported_settings`)
+NO_WIDGET = {"widget": False}  # exported, but no page widget keeps it in the session (`widget_settings`)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,12 @@ def names(text: str) -> tuple[str, ...]:
 def exported_settings(settings: Any) -> dict[str, Any]:
     """A settings dataclass as an export writes it: every field but the internal ones, tuples as lists."""
     return {f.name: _plain(getattr(settings, f.name)) for f in fields(settings) if not f.metadata.get("internal")}
+
+
+def widget_settings(settings: Any) -> dict[str, Any]:
+    """The exported fields a page's widgets keep in the session, as the widgets take them (lists)."""
+    return {f.name: _plain(getattr(settings, f.name)) for f in fields(settings)
+            if not f.metadata.get("internal") and f.metadata.get("widget", True)}
 
 
 def _plain(value: Any) -> Any:

@@ -28,9 +28,9 @@ from typing import Any
 from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
+from core.backends.tokens import TokenCounter
 from core.experiments.base import OUTPUT_PROMPT_TOKENS, Option, Plan, RunContext, ints
 from core.experiments.prompts import (
-    TokenCounter,
     default_document,
     input_length_messages,
     nonce,

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
+from core.backends.tokens import EstimatingTokenCounter
 from core.experiments.base import INTERNAL, RESERVED_TOKENS, Option, Plan, RunContext, ints
-from core.experiments.prompts import EstimatingTokenCounter, default_document, input_length_messages, nonce
+from core.experiments.prompts import default_document, input_length_messages, nonce
 from core.records import RoundResult
 
 ID = "input"

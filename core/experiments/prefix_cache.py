@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
-from core.experiments.base import INTERNAL, RESERVED_TOKENS, Option, Plan, RunContext, names
+from core.experiments.base import INTERNAL, NO_WIDGET, RESERVED_TOKENS, Option, Plan, RunContext, names
 from core.experiments.prompts import (
     STRATEGIES,
     Conversation,
@@ -40,7 +40,7 @@ OPTIONS = (Option("--doc", "experiment 3: a UTF-8 text file replacing the built-
 class Settings:
     rounds: int = 6
     strategies: tuple[str, ...] = ("append_only", "timestamp_first")
-    doc: str = DEFAULT_DOC  # the document's name (a file path on the command line)
+    doc: str = field(default=DEFAULT_DOC, metadata=NO_WIDGET)  # the document's name (a path on the command line)
     doc_tokens: int = 2000
     document: str | None = field(default=None, metadata=INTERNAL)  # its text; None: read `doc`
     fitted: FittedDocument | None = field(default=None, metadata=INTERNAL)  # fitted to the backend

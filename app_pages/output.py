@@ -14,6 +14,7 @@ from ui.content import Texts
 from ui.contract import ExperimentPlan, RunView
 from ui.experiment import explain, run_controls, show_run
 from ui.measured import measured
+from ui.roofline import ratio_verdict, show_prediction
 from ui.texts import texts
 
 t = texts()
@@ -45,9 +46,10 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     shown, values = output_verdict(rows)
     verdict = t("output.shown", **values) if shown else t("output.not_shown")
     if ratio:
-        verdict += " " + t("output.ratio_note", ratio=ratio)
+        verdict += " " + t("output.ratio_note", ratio=ratio) + " " + ratio_verdict(t, ratio)
     explain(t, "output", shown, verdict)
 
 
+show_prediction(t, ex.ID)
 plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], ex.Settings(tuple(sorted(lengths)), int(repeats)))
 show_run(run_controls(plan), draw, ex.ID)

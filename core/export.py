@@ -39,9 +39,12 @@ R = TypeVar("R", bound=RecordType)
 
 
 def to_json(settings: dict[str, Any], records: Mapping[str, Sequence[Record]],
-            summary: dict[str, Any] | None = None) -> str:
-    """Settings, each kind of record under its key (``rounds`` always present) and the summary."""
+            summary: dict[str, Any] | None = None, run: dict[str, Any] | None = None) -> str:
+    """Settings, each kind of record under its key (``rounds`` always present) and the summary; a saved
+    run's label, machine and dates under ``run`` (`core.store.transfer`)."""
     data: dict[str, Any] = {"settings": settings, "rounds": [], "summary": summary or {}}
+    if run:
+        data["run"] = run
     data.update({key: [r.to_dict() for r in rows] for key, rows in records.items() if rows or key == "rounds"})
     return json.dumps(data, indent=2, ensure_ascii=False, default=str)
 

@@ -7,7 +7,7 @@ here never meets a string.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 SERVER = "server"  # a timing the server measured (llama-server's timings)
@@ -93,7 +93,9 @@ class RoundResult:
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, shallow: they are all plain values (``asdict``'s deep copy made drawing 1,000 saved
+        runs take seconds, BENCHMARKS.md)."""
+        return {name: getattr(self, name) for name in ROUND_FIELD_NAMES}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RoundResult:
@@ -130,6 +132,9 @@ class RoundResult:
             error=result.error,
             **extra,
         )
+
+
+ROUND_FIELD_NAMES = tuple(f.name for f in fields(RoundResult))
 
 
 def decode_timing(result: RequestResult) -> tuple[float | None, float | None, str | None]:

@@ -12,6 +12,10 @@ from core.backends.connect import Connection, Target, open_connection
 from core.engine.server import LocalServer
 from tests.fake_openai import FakeOpenAIServer
 
+# Tests (and the apps and CLIs they start) never write to the user's own run store; the store's
+# tests give their own files.
+os.environ["PREFILL_LAB_DB"] = ":memory:"
+
 
 @pytest.fixture(scope="session")
 def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
@@ -36,6 +40,16 @@ def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", os.pathsep.join(d for d in path if not os.path.exists(os.path.join(d, "llama-server"))))
     monkeypatch.delenv("LLAMA_SERVER_BIN", raising=False)
     monkeypatch.delenv("LLAMA_MODEL", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_run_store() -> Iterator[None]:
+    """Each test's app starts with an empty in-memory run store: one test's saved run (a failed round, say)
+    must not show on the next test's page as its newest run."""
+    yield
+    from ui import store
+
+    store._open.clear()
 
 
 @pytest.fixture()

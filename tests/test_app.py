@@ -44,7 +44,7 @@ def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     reused_in_chart = sorted(v["tokens"] for v in chart_values(at) if v.get("kind") == "reused" and "tokens" in v)
     assert reused_in_chart == sorted([0, 900, 950, 0, 3, 3])
     assert any("Done: 6 rounds" in s.value for s in at.success)
-    assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON"]
+    assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON", "Download HTML report"]
 
 
 def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api):

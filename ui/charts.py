@@ -116,7 +116,8 @@ def output_charts(runs: Runs, t: Texts) -> tuple[alt.Chart, alt.Chart] | None:
 
 
 def _strategy_names(t: Texts, df: pd.DataFrame) -> pd.DataFrame:
-    return df.assign(strategy=df["strategy"].map(lambda s: t.plain(f"strategy.{s}")))
+    names = {s: t.plain(f"strategy.{s}") for s in df["strategy"].unique()}  # once per strategy, not per row
+    return df.assign(strategy=df["strategy"].map(names))
 
 
 def cache_token_chart(runs: Runs, t: Texts) -> alt.Chart | None:

@@ -23,10 +23,22 @@ from core.experiments.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, B
 from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.records import RoundResult
+from core.roofline.busy import metered
 from ui.connection import connect, current_target, key_source
 from ui.content import Texts
 from ui.contract import DrawRuns, ExperimentPlan, Records, RunView
+from ui.roofline import busy_note
 from ui.secrets import hosted
+from ui.store import (
+    finish_saving,
+    forget,
+    latest_saved,
+    report_maker,
+    saved_compare,
+    saved_list,
+    start_saving,
+    store_notice,
+)
 from ui.texts import texts
 from ui.visitor import finish_run, ledger, page_alive_probe, visitor_id
 
@@ -70,20 +82,31 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     settings, visitor, whose_key = hosted(), visitor_id(), key_source(target)
     budgets = ledger()
     spend = None
+    run_settings = {**conn.describe(), **plan.settings}
+    run_id, rows = start_saving(plan.experiment, run_settings, label,  # saved round by round, as the worker gets them
+                                metered(lambda cancel, progress: source(RunContext(conn, cancel, progress)),
+                                        target.url or "", run_settings),  # + "cpu": the server's share, at the end
+                                target.api_key)
+
+    def finished() -> None:
+        try:  # close the connection, charge what the run sent, one line in the operator's log
+            finish_run(run, conn, plan.plan, budgets, spend, whose_key)
+        finally:  # a failing close must not leave the saved run "running" while this process lives
+            finish_saving(run)
+
     try:
         if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
             spend = budgets.reserve(visitor, plan.plan.tokens, settings)
-        run = BackgroundRun(plan.experiment, {**conn.describe(), **plan.settings},
-                            lambda cancel, progress: source(RunContext(conn, cancel, progress)),
-                            lock_key=target.lock_key(), planned_rounds=plan.plan.steps, label=label,
+        run = BackgroundRun(plan.experiment, run_settings, rows, lock_key=target.lock_key(),
+                            planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
                             visitor=visitor, busy_slots=conn.busy_slots)
-        run.on_finish = lambda: finish_run(run, conn, plan.plan, budgets, spend, whose_key)
         run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor)
     except Refused as exc:
         if spend is not None:
             budgets.settle(spend, 0)
         conn.close()
+        forget(run_id)
         st.error(str(exc), icon=":material/block:")
         return None
     history(plan.experiment).append(run)
@@ -104,7 +127,7 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
     t = texts()
     experiment = plan.experiment
     runs = history(experiment)
-    current = runs[-1] if runs else None
+    current = runs[-1] if runs else latest_saved(experiment)  # after a reload or a restart: the newest saved run
     left, middle, right, _ = st.columns([1, 1, 2, 2])
     busy = current is not None and current.active
     if left.button(
@@ -176,14 +199,13 @@ ROUNDS = Records(table=rounds_table, name=round_name)
 def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records: Records = ROUNDS) -> None:
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
     t = texts()
+    store_notice(t)
+    session_only = [r for r in history(experiment) if r is not run and r.rows and r.settings.get("recorded")]
+    compare_ids, compare = saved_compare(t, experiment, run.run_id if run else None, session_only)
     if run is None:
         st.info(t("common.no_rounds"))
+        saved_list(t, experiment)
         return
-    earlier = [r for r in history(experiment) if r is not run and r.rows]
-    chosen = (
-        st.multiselect(t("common.compare"), [r.label for r in earlier], key=f"compare_{experiment}") if earlier else []
-    )
-    compare = [RunView(r.label, r.rows) for r in earlier if r.label in chosen]
     status_box, body = st.empty(), st.empty()
     shown_rows, shown_status = -1, ""
     was_active = run.active
@@ -199,6 +221,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
                 shown_rows, shown_status = len(snap.rows), snap.status
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+                    busy_note(t, run.settings.get("cpu"))
                     st.subheader(t("common.table"))
                     st.dataframe(
                         records.table(snap.rows),
@@ -216,10 +239,11 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
         run.drawn()
     if was_active:
         st.rerun()  # the run has ended: draw Run, Stop and the downloads for the finished run
-    _downloads(t, run, snap, records)
+    _downloads(t, run, snap, records, compare_ids)
+    saved_list(t, experiment)
 
 
-def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> None:
+def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records, compare_ids: Sequence[str]) -> None:
     for row in snap.rows:
         if row.error:
             st.error(f"{records.name(row)}: {row.error}")
@@ -227,7 +251,7 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -
         st.error(snap.error)
     if not snap.rows:
         return
-    left, right, _ = st.columns([1, 1, 3])
+    left, right, report, _ = st.columns([1, 1, 1.4, 1.6])
     name = f"prefill-lab-{run.experiment}-{run.run_id}"
     left.download_button(
         t("common.download_csv"),
@@ -247,6 +271,17 @@ def _downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -
         key=f"json-{run.run_id}",
         icon=":material/download:",
     )
+    saved_ids = [i for i in [run.run_id, *compare_ids] if not run.settings.get("recorded") or i != run.run_id]
+    if saved_ids:
+        report.download_button(
+            t("runs.download_report"),
+            report_maker(t, saved_ids),  # built when clicked: the page does not carry 1 MB on every redraw
+            f"{name}.html",
+            "text/html",
+            on_click="ignore",
+            key=f"html-{run.run_id}",
+            icon=":material/description:",
+        )
 
 
 def explain(t: Texts, section: str, shown: bool | None, verdict_text: str) -> None:

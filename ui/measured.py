@@ -11,17 +11,20 @@ from core.experiments import batch, input_length, output_length, prefix_cache, s
 from core.experiments.batch_summary import BatchSummary, summarize_batch
 from core.export import Record
 from core.records import RoundResult
+from ui.store import latest_saved
 
 R = TypeVar("R", bound=Record)
 
 
 def rows_of(experiment: str, kind: type[R]) -> list[R]:
-    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything."""
+    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything: this
+    session's, else the newest saved one (a reload or a restart keeps the numbers)."""
     for run in reversed(st.session_state.get("history", {}).get(experiment, [])):
         rows = [r for r in run.rows if isinstance(r, kind) and not r.error]
         if rows:
             return rows
-    return []
+    saved = latest_saved(experiment)
+    return [r for r in saved.rows if isinstance(r, kind) and not r.error] if saved else []
 
 
 @dataclass

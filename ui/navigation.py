@@ -1,4 +1,5 @@
-"""The app's pages in navigation order: the explainer, one per registered experiment, the cache doctor.
+"""The app's pages in navigation order: the explainer, one per registered experiment, the cache doctor,
+the saved runs.
 
 Pure data (no Streamlit), so the entry file builds its ``st.navigation`` from it and the page tests
 walk the same list. An experiment's page (``app_pages/<id>.py``, so its URL is ``/<id>``), title
@@ -22,4 +23,5 @@ PAGES = [
     Page("app_pages/home.py", "nav.home", ":material/school:"),
     *(Page(spec.page, f"nav.{spec.id}", spec.icon) for spec in EXPERIMENTS.values()),
     Page("app_pages/cache_doctor.py", "nav.doctor", ":material/stethoscope:"),
+    Page("app_pages/runs.py", "nav.runs", ":material/database:"),  # saved runs (core.store)
 ]

@@ -14,6 +14,7 @@ from core.hosting import HostedSettings
 from ui.content import LANGUAGES, Texts, load
 from ui.engine import embedded_server, llama_status, start_embedded
 from ui.engine_build import offer_native_build
+from ui.models import model_picker
 from ui.secrets import api_key_for, hosted
 from ui.state import (
     BACKEND_KEY,
@@ -59,6 +60,7 @@ def _show_props(t: Texts, info: dict[str, str]) -> None:
 
 
 def _embedded_status(t: Texts) -> None:
+    model_picker(t)
     try:
         server = start_embedded(t)
     except EngineError as exc:

@@ -29,6 +29,7 @@ from core.hosting import Spend, TokenLedger, log_run, spent_tokens
 
 RECONNECT_S = 150.0  # Streamlit keeps a closed session for a reconnect for 2 minutes; then it cannot return
 SWEEP_S = 15.0
+LIMITS_KEY = "limits_visitor"  # the browser, for limits and budgets (the run store names visitors by their link)
 
 
 def session_id() -> str:
@@ -49,11 +50,11 @@ def _browser_token() -> str:
 
 def visitor_id() -> str:
     """A short, stable, unguessable name for this browser (never the cookie itself), kept for the session."""
-    if "visitor" not in st.session_state:
+    if LIMITS_KEY not in st.session_state:
         cookie = _browser_token()
         basis = f"cookie:{cookie}" if cookie else f"ip:{st.context.ip_address}" if st.context.ip_address else ""
-        st.session_state["visitor"] = hashlib.sha256((basis or f"session:{session_id()}").encode()).hexdigest()[:12]
-    return str(st.session_state["visitor"])
+        st.session_state[LIMITS_KEY] = hashlib.sha256((basis or f"session:{session_id()}").encode()).hexdigest()[:12]
+    return str(st.session_state[LIMITS_KEY])
 
 
 def page_alive_probe() -> Callable[[], bool]:

@@ -63,6 +63,7 @@ class LlamaServerBackend(OpenAICompatBackend):
             "model_path": data.get("model_path") or data.get("model_alias", ""),
             "build": data.get("build_info", ""),
             "total_slots": data.get("total_slots"),
+            "template_caps": data.get("chat_template_caps") or {},  # what the chat template supports (tools, ...)
         }
 
     def busy_slots(self) -> int | None:
@@ -84,9 +85,10 @@ class LlamaServerBackend(OpenAICompatBackend):
     def detokenize(self, tokens: list[int]) -> str:
         return str(self._get_json("POST", "/detokenize", json={"tokens": tokens})["content"])
 
-    def apply_template(self, messages: list[dict[str, Any]]) -> str:
-        """The prompt text the model sees for ``messages``, rendered with the server's chat template."""
-        return str(self._get_json("POST", "/apply-template", json={"messages": messages})["prompt"])
+    def apply_template(self, messages: list[dict[str, Any]], tools: list[Any] | None = None) -> str:
+        """The prompt text the model sees for ``messages`` (and ``tools``), rendered with the server's chat template."""
+        body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
+        return str(self._get_json("POST", "/apply-template", json=body)["prompt"])
 
 
 TIMING_FIELDS = (("prompt_ms", "server_prefill_ms"), ("predicted_ms", "server_decode_ms"),

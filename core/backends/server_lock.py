@@ -83,14 +83,18 @@ class ServerLock:
         self._file = handle
         return True
 
-    def acquire(self, cancel: threading.Event | None = None, on_wait: Callable[[str], None] | None = None) -> bool:
-        """Wait until this server is free; False when ``cancel`` was set first. ``on_wait`` hears once
-        who holds it, when someone does."""
+    def acquire(self, cancel: threading.Event | None = None, on_wait: Callable[[str], None] | None = None,
+                timeout: float | None = None) -> bool:
+        """Wait until this server is free; False when ``cancel`` was set or ``timeout`` seconds passed first.
+        ``on_wait`` hears once who holds it, when someone does."""
         told = False
+        give_up = None if timeout is None else time.monotonic() + timeout
         while not self._try():
             if not told and on_wait is not None:
                 on_wait(self.holder())
                 told = True
+            if give_up is not None and time.monotonic() >= give_up:
+                return False
             if cancel is not None and cancel.wait(POLL_S):
                 return False
             if cancel is None:

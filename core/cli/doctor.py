@@ -9,7 +9,8 @@ with a llama-server it uses its chat template and exact counts, and ``--replay``
 when a line could not be read (it may be the very round that breaks the cache: an agent killed
 mid-write leaves exactly that) unless ``--allow-unread`` is given. Each file is read once, bounded
 (a FIFO and ``doctor <(zcat log.gz)`` work; gzip is read as gzip). What is compared for each input is
-`core.doctor.decision`'s call, the page's too.
+`core.doctor.decision`'s call, the page's too. ``--write-fixed`` and ``--prove-fix``: see
+`core.cli.doctor_fix`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import httpx
 from core import doctor
 from core.backends import BACKENDS
 from core.backends.connect import open_connection
+from core.cli import doctor_fix
 from core.cli.target import add_target_arguments, apply_deadline, target_from_args
 from core.engine.server import EngineError
 
@@ -48,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"a cause you accept (repeatable): {', '.join(doctor.CAUSES)}")
     parser.add_argument("--allow-unread", action="store_true",
                         help="with --fail-on-break: do not fail on lines that could not be read (still listed)")
+    doctor_fix.add_arguments(parser)
 
 
 def _inputs(files: list[Path], fmt: str | None = None) -> list[tuple[str, doctor.Transcript]]:
@@ -152,13 +155,17 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
         records.append(record)
     return {"format": analysis.formats, "mixed": transcript.mixed, "rendering": analysis.rendering,
             "errors": analysis.errors,
-            "notes": transcript.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
+            "notes": analysis.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when analysed, 1 with --fail-on-break and a defect, 2 when input or backend cannot be used."""
+    fixed = None
     try:
-        inputs = _inputs(args.files, args.log_format)
+        if doctor_fix.wanted(args):  # one log, read once, and fixed
+            inputs, fixed = doctor_fix.read_and_fix(args)
+        else:
+            inputs = _inputs(args.files, args.log_format)
     except (OSError, doctor.TranscriptError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -173,10 +180,11 @@ def run(args: argparse.Namespace) -> int:
         for decision in refused:
             print(f"error: {decision.message}", file=sys.stderr)
         return 2
-    results = []
+    results, proof = [], []
     with ExitStack() as stack:
+        server = args.backend is not None or args.prove_fix  # the proof needs one: the embedded unless named
         try:
-            conn = None if args.backend is None else apply_deadline(
+            conn = None if not server else apply_deadline(
                 stack.enter_context(open_connection(target_from_args(args, stack))), args)
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
@@ -193,18 +201,24 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     label_name = name
                 results.append((label_name, transcript, analysis, replayed))
+        if args.prove_fix and conn and fixed and fixed.fixed:
+            proof = doctor_fix.prove(inputs[0], fixed, conn.backend, args.log_format)
     for name, transcript, analysis, replayed in results:
         print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
               f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
-        for note in transcript.notes:
+        for note in analysis.notes:  # the input's, and the chat template check's
             print(f"note: {note}")
         if transcript.mixed:
             print(f"note: {transcript.mixed}; a change of format between rounds is reported as a mix "
                   "(format_changed), never as a cache break. Use --format to read every line in one format.")
         _print_findings(analysis, replayed)
         _print_summary(analysis, transcript, args.provider)
+    if fixed:
+        doctor_fix.print_fix(fixed, proof, args.write_fixed)
     if args.json:
         records = [{"file": name, **_record(a, t, r)} for name, t, a, r in results]
+        if fixed:
+            records[0]["fix"] = doctor_fix.record(fixed, proof)
         args.json.write_text(json.dumps(records[0] if len(records) == 1 else {"files": records}, indent=2))
     if args.fail_on_break:
         failed = False

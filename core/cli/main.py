@@ -20,8 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,17 +36,24 @@ from core.cli import batch as batch_cli
 from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
+from core.cli import report as report_cli
+from core.cli import roofline as roofline_cli
+from core.cli import runs as runs_cli
 from core.cli.summary import summary_lines
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.engine.server import EngineError
 from core.experiments.base import RunContext, exported_settings
 from core.experiments.batch import BatchLevel
 from core.experiments.registry import EXPERIMENTS, Experiment
+from core.experiments.runner import DONE, FAILED, STOPPED
 from core.export import Record, to_csv, to_json
 from core.records import RoundResult
+from core.store import RunStore
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
-SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli}
+SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli,
+                                      "runs": runs_cli, "report": report_cli,
+                                      "roofline": roofline_cli}
 DEFAULT_RUN = [spec.id for spec in EXPERIMENTS.values() if spec.default]
 
 COLUMNS = [("experiment", 10), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
@@ -76,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                 parser.add_argument(option.flag, type=option.parse, help=f"{option.help} (default {default})")
     parser.add_argument("--json", type=Path, help="write settings and records as JSON")
     parser.add_argument("--csv", type=Path, help="write rounds as CSV (experiment 4 alone: its levels)")
+    parser.add_argument("--no-save", action="store_true",
+                        help="do not save this run in the run store (`python -m core runs list`)")
     commands = parser.add_subparsers(dest="command", title="subcommands", metavar="COMMAND")
     for name, module in SUBCOMMANDS.items():
         summary = (module.__doc__ or name).strip().splitlines()[0]
@@ -139,6 +149,25 @@ def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
               "with this run's, so timings may be slower than the server alone.", file=sys.stderr)
 
 
+def saving(records: Iterable[Record], store: RunStore | None, experiment: str, settings: dict[str, Any],
+           label: str, secrets: Sequence[str | None]) -> Iterator[Record]:
+    """Pass the records on, each written to the store as it arrives; the run ends as done, failed or
+    stopped (Ctrl-C), keeping every record written before."""
+    if store is None:
+        yield from records
+        return
+    run_id = store.begin(experiment, settings, label=label, secrets=secrets)
+    status, failed = STOPPED, False
+    try:
+        for record in records:
+            store.add(run_id, record)
+            failed = failed or bool(record.error)
+            yield record
+        status = FAILED if failed else DONE
+    finally:
+        store.finish(run_id, status)
+
+
 def run_experiments(args: argparse.Namespace) -> int:
     only: list[str] = list(dict.fromkeys(args.only or DEFAULT_RUN))  # each experiment once, in the order given
     specs = [EXPERIMENTS[name] for name in only]
@@ -166,6 +195,8 @@ def run_experiments(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         settings = {**conn.describe(), "only": only, "deadline_s": args.deadline}
+        store = None if args.no_save else runs_cli.open_for_cli()
+        label = f"{conn.name} · {conn.info.get('model') or conn.backend.model} · {datetime.now():%Y-%m-%d %H:%M}"
         for spec in EXPERIMENTS.values():
             settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
         shown: type | None = None
@@ -177,7 +208,10 @@ def run_experiments(args: argparse.Namespace) -> int:
                 if spec.record is not shown:
                     shown = spec.record
                     print(table_header())
-                for record in spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]):
+                saved = {**connections[spec.id].describe(), "only": only, "deadline_s": args.deadline,
+                         **exported_settings(prepared[spec.id])}
+                for record in saving(spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]), store,
+                                     spec.id, saved, label, [target.api_key]):
                     records.setdefault(spec.records, []).append(record)
                     measured.setdefault(spec.id, []).append(record)
                     print(line(record), flush=True)

@@ -6,7 +6,10 @@ OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `m
 compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
 bills what each provider would cache; `diagnostics` reads the provider's own verdict off a response;
 `audit` checks Anthropic breakpoints; `replay` sends the rounds to a real server; `decision` says what
-is compared for one input, for the page and the CLI alike.
+is compared for one input, for the page and the CLI alike. With a llama-server, `template` renders
+every round with the server's chat template and names the turn a template rewrote although the body
+kept its prefix; `fix` rewrites the rounds for the causes that can be fixed mechanically and replays
+before and after (the proof).
 """
 
 from core.doctor.analysis import (
@@ -42,6 +45,7 @@ from core.doctor.causes import (
     RANDOM_ID,
     SERVER_HISTORY,
     SYSTEM_PROMPT_CHANGED,
+    TEMPLATE_REWROTE,
     THINKING_DROPPED_BY_PROVIDER,
     THINKING_STRIPPED,
     TIMESTAMP,
@@ -82,7 +86,8 @@ __all__ = [
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",
     "HISTORY_EDITED", "HISTORY_TRUNCATED", "IMAGE_REENCODED", "JSON_KEY_ORDER", "MAX_DOCTOR_BYTES", "MODEL_CHANGED",
     "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "REPLAY_ANSWER_TOKENS",
-    "RESPONSES", "SERVER_HISTORY", "SYSTEM_PROMPT_CHANGED", "TEXT", "THINKING_STRIPPED", "TIMESTAMP", "TOOLS_CHANGED",
+    "RESPONSES", "SERVER_HISTORY", "SYSTEM_PROMPT_CHANGED", "TEMPLATE_REWROTE",
+    "TEXT", "THINKING_STRIPPED", "TIMESTAMP", "TOOLS_CHANGED",
     "TOOL_ORDER", "WHITESPACE", "Analysis", "AuditItem", "BillingRule", "Round", "RoundFinding", "Transcript",
     "TranscriptError", "analyse", "audit", "billing", "common_prefix_length", "load_inputs", "load_paths",
     "parse_json_array", "parse_jsonl", "replay", "replay_request", "rule_for", "simulate", "snippet",

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.backends.tokens import EstimatingTokenCounter, TokenCounter
-from core.doctor import causes
+from core.doctor import causes, template
 from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
@@ -223,6 +223,9 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
             finding.provider_missed_tokens = cur_round.diagnosis.missed_tokens
             if cur_round.diagnosis.section != INCONCLUSIVE and index:
                 finding.diagnosis_agrees = cur_round.diagnosis.section == doctor_section(finding, cur_round)
+    if backend is not None:  # a llama-server: breaks its chat template makes in a body that kept its prefix
+        parents = [f.compared_with for f in findings]
+        template.mark_rewrites(analysis, template.check(transcript, backend, parents))
     return analysis
 
 

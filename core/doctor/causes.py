@@ -23,6 +23,7 @@ HISTORY_TRUNCATED = "history_truncated"
 HISTORY_EDITED = "history_edited"
 SYSTEM_PROMPT_CHANGED = "system_prompt_changed"
 SERVER_HISTORY = "server_history"
+TEMPLATE_REWROTE = "template_rewrote"  # found by `core.doctor.template` on a llama-server, not from the body
 END_OF_PROMPT = "end_of_prompt"
 NEW_CONVERSATION = "new_conversation"  # another agent's or task's request: its own cache, not a break
 FORMAT_CHANGED = "format_changed"  # the log switches format between two rounds: a mix, not a cache break
@@ -30,7 +31,8 @@ THINKING_DROPPED_BY_PROVIDER = "thinking_dropped_by_provider"  # the provider dr
 OTHER = "other"
 NONE = "none"
 CAUSES = (MODEL_CHANGED, PARAMS_CHANGED, TOOLS_CHANGED, TOOL_ORDER, JSON_KEY_ORDER, WHITESPACE, THINKING_STRIPPED,
-          IMAGE_REENCODED, TIMESTAMP, RANDOM_ID, HISTORY_TRUNCATED, HISTORY_EDITED, SYSTEM_PROMPT_CHANGED, OTHER)
+          IMAGE_REENCODED, TIMESTAMP, RANDOM_ID, HISTORY_TRUNCATED, HISTORY_EDITED, SYSTEM_PROMPT_CHANGED,
+          TEMPLATE_REWROTE, OTHER)
 
 TIMESTAMP_PATTERN = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]?\d{0,2}:?\d{0,2}:?\d{0,2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"

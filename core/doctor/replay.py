@@ -29,10 +29,10 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def replay_request(round_: Round, backend: Any) -> ChatRequest:
+def replay_request(round_: Round, backend: Any, tag: str | None = None) -> ChatRequest:
     """The chat request that replays one logged round: chat-completions rounds as sent (tools as a system
     preamble for llama-server, whose small default model has no tool template), other formats as the same
-    text in chat messages."""
+    text in chat messages; a ``tag`` goes first, so nothing an earlier run left in the cache is reused."""
     messages = [dict(m) for m in round_.chat]
     extra: dict[str, Any] = {}
     if round_.raw_tools:
@@ -47,16 +47,19 @@ def replay_request(round_: Round, backend: Any) -> ChatRequest:
     for message in messages:
         if not isinstance(message.get("content"), str):
             message["content"] = _text(message.get("content") or "")
+    if tag and messages:
+        messages[0]["content"] = f"[{tag}]\n{messages[0]['content']}"
     return ChatRequest(messages, max_tokens=REPLAY_ANSWER_TOKENS, extra=extra)
 
 
 def replay(transcript: Transcript, backend: Any, cancel: Any = None, on_progress: Any = None,
-           label: str | None = None) -> Iterator[RoundResult]:
-    """Send the rounds in order; yield one `RoundResult` per round (experiment ``doctor``)."""
+           label: str | None = None, tag: str | None = None) -> Iterator[RoundResult]:
+    """Send the rounds in order (each starting with ``tag``, if given); yield one `RoundResult` per round
+    (experiment ``doctor``)."""
     for index, round_ in enumerate(transcript.rounds, start=1):
         if cancel is not None and cancel.is_set():
             return
-        result = backend.stream_chat(replay_request(round_, backend), on_progress=on_progress, cancel=cancel)
+        result = backend.stream_chat(replay_request(round_, backend, tag), on_progress=on_progress, cancel=cancel)
         if cancel is not None and cancel.is_set():
             return
         yield RoundResult.from_request("doctor", index, result, strategy=label or transcript.kind)

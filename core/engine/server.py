@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -51,13 +52,14 @@ class LocalServer:
 
     def __init__(self, binary: Path | None = None, model: Path | None = None, *, context: int = DEFAULT_CONTEXT,
                  port: int | None = None, threads: int | None = None, log_dir: Path | None = None,
-                 startup_timeout: float = 120.0, slots: int = 1) -> None:
+                 startup_timeout: float = 120.0, slots: int = 1, extra_args: Sequence[str] = ()) -> None:
         self.binary = binary or find_server_binary()
         self.model = model or find_model()
         self.context = context
         self.slots = slots
         self.port = port or free_port()
         self.threads = threads
+        self.extra_args = list(extra_args)  # more llama-server flags, e.g. --jinja --chat-template-file FILE
         self.startup_timeout = startup_timeout
         log_dir = Path(log_dir or tempfile.mkdtemp(prefix="prefill-lab-"))
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +79,7 @@ class LocalServer:
             cmd.append("--kv-unified")  # the slots share one context instead of splitting it
         if self.threads:
             cmd += ["-t", str(self.threads)]
-        return cmd
+        return cmd + self.extra_args
 
     def _keep(self) -> None:
         """Spawn the child and wait for it, so PDEATHSIG's parent thread lives as long as it does."""

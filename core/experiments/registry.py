@@ -5,19 +5,21 @@
 content key (``[input]``, ``nav.input`` in content/*.toml), the page's URL (``/cache``), the
 session history key and the prefix of its widgets' session keys (``cache_rounds``). Read from here:
 the CLI's ``--only`` and options (`core.cli.main`), the app's navigation (`ui.navigation`), the
-session defaults (`ui.state`), the recorded samples (`core.experiments.samples`), the exports'
-record key and the page tests (tests/test_pages.py).
+session defaults (`ui.state`), the recorded samples (`Experiment.recorded`), the exports' record
+key (`records_key`) and the page tests (tests/test_pages.py, tests/test_registry.py).
 
-Adding an experiment ``NAME`` touches, outside its own new files (``core/experiments/NAME.py``
-with ``ID``, ``Settings``, ``plan``, ``prepare``, ``rounds`` and ``OPTIONS``; ``app_pages/NAME.py``;
-``ui/NAME_charts.py``; its tests; a recorded ``samples/*.json`` if it has one):
+Adding an experiment with id ``ID`` touches, outside its own new files (``core/experiments/NAME.py``
+with ``ID``, ``Settings``, ``plan``, ``prepare``, ``rounds``, ``OPTIONS`` and, if it wants them, its
+summary, verdict and ``report`` lines; ``app_pages/ID.py``; ``ui/NAME_charts.py``; its tests; a
+recorded ``samples/*.json`` if it has one):
 
 1. this file: one `Experiment` entry in `EXPERIMENTS` (in navigation order);
-2. content/en.toml and 3. content/zh.toml: its ``nav.NAME`` title and its ``[NAME]`` section.
+2. content/en.toml and 3. content/zh.toml: its ``nav.ID`` title and its ``[ID]`` section.
 
-Its summary and verdict may live in its own module (as experiment 4's do in `batch_summary`) or
-beside the others in `summaries` / `verdicts` (a fourth and fifth file then). Nothing else:
-navigation, ``--only``, options, session defaults, exports and the page smoke test follow.
+Its summary and verdict may instead join the others in `summaries` / `verdicts` (a fourth and fifth
+file then). A record type other than `RoundResult` needs ``to_dict``, ``from_dict`` and ``error``; the
+CLI prints such records as JSON lines. Nothing else: navigation, ``--only``, its options, session
+defaults, exports and the page smoke test follow.
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from core.backends.connect import Connection
-from core.experiments import batch, batch_summary, input_length, output_length, prefix_cache, summaries, verdicts
+from core.experiments import (
+    batch,
+    batch_summary,
+    input_length,
+    output_length,
+    prefix_cache,
+    roofline,
+    summaries,
+    verdicts,
+)
 from core.experiments.base import Option, Plan, RunContext, widget_settings
 from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
 from core.export import Record, RecordType, from_json
@@ -104,6 +115,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                    batch.Settings, batch.rounds, batch.plan, batch.prepare, batch_summary.summarize_batch,
                    batch_summary.batch_verdict, record=batch.BatchLevel, records="levels", options=batch.OPTIONS,
                    sample=EMBEDDED_BATCH, slots=batch.slots, default=False),
+        Experiment(roofline.ID, "this machine's compute and bandwidth roofs; one request's prefill and decode",
+                   ":material/roofing:", roofline.Settings, roofline.rounds, roofline.plan, roofline.prepare,
+                   roofline.summarize, roofline.verdict, record=roofline.RooflineRecord, records="roofline",
+                   options=roofline.OPTIONS, sample=roofline.SAMPLE, default=False),
     )
 }
 

@@ -1,0 +1,124 @@
+"""Saved runs: list, show, export, import, rename and delete what the run store holds.
+
+``python -m core runs list [--experiment NAME] [--json]``, ``runs show RUN``, ``runs export RUN
+[-o FILE]``, ``runs import FILE...``, ``runs rename RUN LABEL``, ``runs delete RUN...``. A run is
+named by its id or the start of it (as ``runs list`` prints it). The store is ``$PREFILL_LAB_DB``
+(default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``); an HTML report is ``python -m core report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+
+from core.experiments.registry import EXPERIMENTS
+from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
+
+LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 28), ("date", 16), ("rounds", 6),
+                ("status", 8)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="saved runs, newest first")
+    listing.add_argument("--experiment", choices=list(EXPERIMENTS), help="only this experiment")
+    listing.add_argument("--json", action="store_true", help="one JSON object per run instead of a table")
+    actions.add_parser("show", help="one run: settings, machine and every round").add_argument("run")
+    export = actions.add_parser("export", help="one run as JSON another machine can import")
+    export.add_argument("run")
+    export.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
+    importing = actions.add_parser("import", help="exports from the app, `python -m core --json` or `runs export`")
+    importing.add_argument("files", type=Path, nargs="+")
+    rename = actions.add_parser("rename", help="give a run a new label")
+    rename.add_argument("run")
+    rename.add_argument("label")
+    actions.add_parser("delete", help="delete runs and their rounds").add_argument("runs", nargs="+")
+
+
+def open_for_cli() -> RunStore:
+    """The store, saying on stderr when it had to fall back to memory."""
+    store = open_store()
+    if store.problem:
+        print(f"warning: {store.problem}", file=sys.stderr)
+    return store
+
+
+def _date(saved: SavedRun) -> str:
+    return datetime.fromtimestamp(saved.started_at).strftime("%Y-%m-%d %H:%M")
+
+
+def _find(store: RunStore, run: str) -> SavedRun | None:
+    saved = store.get(run)
+    if saved is None:
+        print(f"error: no saved run {run!r} (or more than one starts so); `python -m core runs list` shows them",
+              file=sys.stderr)
+    return saved
+
+
+def run(args: argparse.Namespace) -> int:
+    store = open_for_cli()
+    if args.action == "list":
+        runs = store.runs(args.experiment)
+        if args.json:
+            for item in runs:
+                print(json.dumps({**asdict(item), "machine_name": machine_name(item.machine)}, ensure_ascii=False))
+            return 0
+        print(" ".join(name.ljust(width) for name, width in LIST_COLUMNS))
+        for item in runs:
+            cells = [item.id, item.experiment, item.label, machine_name(item.machine), _date(item), str(item.rounds),
+                     item.status]
+            print(" ".join(cell[:width].ljust(width) for cell, (_, width) in zip(cells, LIST_COLUMNS, strict=True)))
+        return 0
+    if args.action == "show":
+        saved = _find(store, args.run)
+        if saved is None:
+            return 2
+        print(f"{saved.label}\n  id {saved.id} · {saved.experiment} · {saved.status} · {_date(saved)} · "
+              f"{saved.rounds} rounds · {saved.source}\n  machine: {machine_name(saved.machine)}")
+        print(f"  settings: {json.dumps(saved.settings, ensure_ascii=False)}")
+        for record in store.records(saved.id):
+            print("  " + json.dumps({k: v for k, v in record.to_dict().items() if v not in (None, "", [])},
+                                    ensure_ascii=False))
+        return 0
+    if args.action == "export":
+        saved = _find(store, args.run)
+        if saved is None:
+            return 2
+        text = export_run(saved, store.records(saved.id))
+        if args.output:
+            args.output.write_text(text)
+            print(f"wrote {args.output}", file=sys.stderr)
+        else:
+            print(text)
+        return 0
+    if args.action == "import":
+        for path in args.files:
+            try:
+                ids = import_export(store, path.read_text(encoding="utf-8"), str(path))
+            except (OSError, UnicodeDecodeError) as exc:
+                print(f"error: {path}: cannot be read ({exc})", file=sys.stderr)
+                return 2
+            except ImportRefused as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            print(f"imported {path}: {', '.join(ids)}")
+        return 0
+    if args.action == "rename":
+        target = _find(store, args.run)
+        if target is None:
+            return 2
+        store.rename(target.id, args.label)
+        print(f"renamed {target.id}: {args.label}")
+        return 0
+    found = [_find(store, name) for name in args.runs]
+    if any(saved is None for saved in found):
+        return 2  # nothing deleted when one name is wrong
+    for gone in found:
+        assert gone is not None
+        store.delete(gone.id)
+        print(f"deleted {gone.id}: {gone.label}")
+    return 0

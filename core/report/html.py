@@ -1,0 +1,142 @@
+"""One self-contained HTML file for one run or a comparison: charts, verdicts, tables, settings, sources.
+
+It opens anywhere with the network off: Vega, Vega-Lite and Vega-Embed are inlined from
+``core/report/vendor/`` (versions in `VENDORED`, licences beside them), never loaded from a CDN.
+Charts are drawn as SVG.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from core.experiments import batch, input_length, output_length, prefix_cache
+from core.experiments.registry import EXPERIMENTS
+from core.export import Record
+from core.report.charts import experiment_charts
+from core.report.words import Words
+from core.store.db import SavedRun
+from core.store.machine import machine_name
+
+VENDOR = Path(__file__).resolve().parent / "vendor"
+VENDORED = {"vega": "6.4.0", "vega-lite": "6.5.0", "vega-embed": "7.3.0"}  # npm packages, BSD-3-Clause
+EXPLAINED = ("prefill_ms", "ttft_ms", "decode_ms", "ms_per_output_token", "cached_tokens", "prefill_source",
+             "decode_source", "usage_source")
+ReportEntry = tuple[SavedRun, Sequence[Record]]
+
+STYLE = """
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#1f2937}
+h1{margin-bottom:0}.note{color:#6b7280;font-size:13px}table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
+td,th{border:1px solid #e5e7eb;padding:3px 8px;text-align:right;white-space:nowrap}th{background:#f9fafb}
+td.l,th.l{text-align:left}.chart{width:100%;margin:1em 0}.scroll{overflow-x:auto}.shown{color:#15803d}
+.not{color:#6b7280}dt{font-weight:600;margin-top:.4em}
+"""
+
+
+@cache
+def _vendored_js() -> str:
+    return "\n".join(f"<script>/* {name} {version}, BSD-3-Clause (core/report/vendor) */\n"
+                     f"{(VENDOR / f'{name}.min.js').read_text(encoding='utf-8')}\n</script>"
+                     for name, version in VENDORED.items())
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/")
+
+
+def _verdict(experiment: str, records: Sequence[Record], t: Words) -> tuple[bool | None, str]:
+    """The registry's verdict on a run, in the page's sentence for it."""
+    spec = EXPERIMENTS.get(experiment)
+    if spec is None:
+        return None, ""
+    shown, values = spec.verdict(records)
+    if experiment == batch.ID:
+        if shown is None:
+            return None, t("batch.too_few")
+        return shown, t("batch.shown" if shown else "batch.not_shown", **values)
+    if experiment == prefix_cache.ID and shown:
+        return True, t("cache.shown" if values.get("by") == "tokens" else "cache.shown_time", **values)
+    if experiment in (input_length.ID, output_length.ID, prefix_cache.ID):
+        return bool(shown), t(f"{experiment}.shown", **values) if shown else t(f"{experiment}.not_shown")
+    return shown, ""
+
+
+def _records_table(records: Sequence[Record]) -> str:
+    dicts = [r.to_dict() for r in records]
+    columns = [k for k in (dicts[0] if dicts else {}) if not isinstance(dicts[0][k], list | dict)
+               and any(d.get(k) not in (None, "", False) for d in dicts)]
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_e(d.get(c))}</td>" for c in columns) + "</tr>" for d in dicts)
+    return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
+
+
+def _pairs(data: dict[str, Any]) -> str:
+    def text(value: Any) -> str:
+        return _e(json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value)
+
+    rows = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'>{text(v)}</td></tr>" for k, v in data.items())
+    return f"<table>{rows}</table>"
+
+
+def _date(seconds: float | None) -> str:
+    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M") if seconds else ""
+
+
+def status_word(t: Words, status: str) -> str:
+    return t(f"runs.status_{status}")
+
+
+def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", generated: datetime | None = None) -> str:
+    """The whole report as one HTML document."""
+    generated = generated or datetime.now()
+    specs: dict[str, Any] = {}
+    versions = {name.replace("-", "_"): version for name, version in VENDORED.items()}
+    note = t("report.generated", time=generated.strftime("%Y-%m-%d %H:%M"), **versions)
+    parts = [f"<h1>{_e(t('report.title'))}</h1>", f"<p class='note'>{_e(note)}</p>",
+             f"<h2>{_e(t('report.runs'))}</h2>"]
+    columns = ("label", "experiment", "machine", "backend", "model", "date", "rounds", "status", "source")
+    head = "".join(f"<th class='l'>{_e(t(f'report.col_{c}'))}</th>" for c in columns)
+    rows = "".join(
+        f"<tr><td class='l'>{_e(s.label)}</td><td class='l'>{_e(t(f'{s.experiment}.title'))}</td>"
+        f"<td class='l'>{_e(machine_name(s.machine))}</td><td class='l'>{_e(s.backend)}</td>"
+        f"<td class='l'>{_e(s.model)}</td><td class='l'>{_e(_date(s.started_at))}</td><td>{len(records)}</td>"
+        f"<td class='l'>{_e(status_word(t, s.status))}</td><td class='l'>{_e(t(f'runs.source_{s.source}'))}</td></tr>"
+        for s, records in entries)
+    parts.append(f"<table><tr>{head}</tr>{rows}</table>")
+    for experiment in [e for e in EXPERIMENTS if any(s.experiment == e for s, _ in entries)]:
+        group = [(s, records) for s, records in entries if s.experiment == experiment]
+        parts.append(f"<h2>{_e(t(f'{experiment}.title'))}</h2>")
+        for spec in experiment_charts(experiment, [(s.label, records) for s, records in group], t):
+            chart_id = f"chart-{len(specs) + 1}"
+            specs[chart_id] = spec
+            parts.append(f"<div class='chart' id='{chart_id}'></div>")
+        parts.append(f"<h3>{_e(t('report.verdict'))}</h3><ul>")
+        for saved, records in group:
+            shown, sentence = _verdict(experiment, records, t)
+            parts.append(f"<li class='{'shown' if shown else 'not'}'><b>{_e(saved.label)}</b>: {_e(sentence)}</li>")
+        parts.append("</ul>")
+        for saved, records in group:
+            parts.append(f"<h3>{_e(saved.label)}</h3>")
+            parts.append(f"<h4>{_e(t('report.records'))}</h4>{_records_table(records)}")
+            parts.append(f"<h4>{_e(t('report.machine'))}</h4>{_pairs(saved.machine)}")
+            parts.append(f"<h4>{_e(t('report.settings'))}</h4>{_pairs(saved.settings)}")
+    parts.append(f"<h2>{_e(t('report.sources'))}</h2><p>{_e(t('report.sources_intro'))}</p><dl>")
+    parts += [f"<dt>{_e(c)}</dt><dd>{_e(t(f'table.{c}'))}</dd>" for c in EXPLAINED]
+    parts.append("</dl>")
+    draw = ("<script>const SPECS=" + _script_json(specs) + ";for(const [id,spec] of Object.entries(SPECS)){"
+            "vegaEmbed('#'+id,spec,{renderer:'svg',actions:false}).catch(e=>{"
+            "document.getElementById(id).textContent='Chart not drawn: '+e;});}</script>")
+    return (f"<!DOCTYPE html><html lang='{_e(lang)}'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{_e(t('report.title'))}</title>"
+            f"<style>{STYLE}</style>{_vendored_js()}</head><body>{''.join(parts)}{draw}</body></html>")

@@ -1,0 +1,39 @@
+"""Runs that last: a SQLite store of every run (`db`), its machine (`machine`), imports and exports (`transfer`).
+
+``open_store()`` opens ``$PREFILL_LAB_DB`` (default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``;
+``:memory:`` keeps nothing on disk). A file it cannot use is left untouched: the store then lives in
+memory and its ``problem`` says why, so a page or the CLI can say it and go on measuring.
+"""
+
+from __future__ import annotations
+
+from core.store.db import (
+    CUT,
+    ENV,
+    IMPORTED,
+    MEASURED,
+    MEMORY,
+    REFERENCE,
+    RunStore,
+    SavedRun,
+    StoreError,
+    default_location,
+)
+from core.store.machine import machine_info, machine_name
+from core.store.transfer import REFERENCE_ID, ImportRefused, export_run, import_export, read_export, seed_reference
+
+__all__ = ["CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused", "RunStore",
+           "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info", "machine_name",
+           "open_store", "read_export", "seed_reference"]
+
+
+def open_store(location: str | None = None) -> RunStore:
+    """The store at ``location`` (default `default_location`), else an in-memory one whose ``problem`` says why."""
+    where = location or default_location()
+    try:
+        store = RunStore.open(where)
+    except StoreError as exc:
+        store = RunStore.memory(problem=f"{exc} Runs are kept in memory until this program stops.")
+    seed_reference(store)
+    store.purge_visitors()
+    return store

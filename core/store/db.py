@@ -1,0 +1,374 @@
+"""The run store: every run of the app and the CLI, written round by round to one SQLite file.
+
+Why SQLite (the standard library's ``sqlite3``): one file, safe for several processes at once (the
+app, a second app, a CLI run), and a committed round survives a ``kill -9``. WAL mode lets readers
+go on while a round is written; ``synchronous=NORMAL`` makes a commit cost tens of microseconds (a
+power cut may lose the last rounds, a crash of the app does not).
+
+A run is ``running`` until its writer says how it ended (`DONE`, `STOPPED`, `FAILED`). A run still
+``running`` whose writing process is gone (killed, crashed, the machine restarted) is shown as
+`CUT`, with every round it wrote.
+
+`RunStore.open` refuses a file it cannot use safely (corrupt, locked, read-only, from a newer
+Prefill Lab, not a Prefill Lab store) with a `StoreError` that says what to do, and never writes to
+it; `core.store.open_store` then falls back to an in-memory store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.experiments.runner import DONE, FAILED, RUNNING, STOPPED
+from core.export import Record
+from core.secrets import redact
+from core.store.codec import compact, record_from_dict
+from core.store.machine import machine_info
+from core.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+ENV = "PREFILL_LAB_DB"
+MEMORY = ":memory:"
+CUT = "cut"  # shown, never stored: a run left ``running`` by a process that is gone
+ENDED = (DONE, STOPPED, FAILED)
+MEASURED, IMPORTED, REFERENCE = "measured", "imported", "reference"
+VISITOR_KEEP_S = 24 * 3600  # hosted mode: a visitor's runs are deleted a day after they started
+OPEN_TIMEOUT_MS = 2000  # how long opening waits for another process's lock before saying the file is locked
+WRITE_TIMEOUT_MS = 10000  # a round waits this long for another writer (each holds the lock for microseconds)
+SECRET_NAMES = ("api_key", "key", "token", "authorization", "password", "secret")
+
+
+class StoreError(Exception):
+    """The store file cannot be used; the message says why and what to do. The file was not changed."""
+
+
+def default_location() -> str:
+    """``$PREFILL_LAB_DB``, else ``$XDG_DATA_HOME/prefill-lab/runs.sqlite`` (``~/.local/share`` by default)."""
+    if os.environ.get(ENV):
+        return os.environ[ENV]
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "prefill-lab" / "runs.sqlite")
+
+
+@dataclass(frozen=True)
+class SavedRun:
+    """One stored run, without its records (`RunStore.records`)."""
+
+    id: str
+    experiment: str
+    label: str
+    backend: str
+    model: str
+    settings: dict[str, Any]
+    machine: dict[str, Any]
+    summary: dict[str, Any]
+    source: str
+    owner: str
+    status: str  # DONE, STOPPED, FAILED, RUNNING or CUT
+    started_at: float
+    finished_at: float | None
+    rounds: int
+
+
+def _process_start(pid: int) -> str:
+    """The boot and start time of a process (Linux); "" elsewhere, where the pid alone is checked."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return f"{boot}:{stat.rsplit(')', 1)[1].split()[19]}"
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(host: str, pid: int | None, start: str) -> bool:
+    """Whether the process that wrote a run still runs. Another host's writer cannot be checked: taken as alive."""
+    if host != socket.gethostname():
+        return True
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    return not start or _process_start(pid) == start
+
+
+def _scrub(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings without anything named like a key, at any depth."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items() if str(k).lower() not in SECRET_NAMES}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    cleaned: dict[str, Any] = clean(settings)
+    return cleaned
+
+
+def _statements(script: str) -> list[str]:
+    """A migration script as single statements (``executescript`` would commit the open transaction)."""
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements
+
+
+class RunStore:
+    """Runs and their records in one SQLite database; safe to share between threads of a process."""
+
+    def __init__(self, conn: sqlite3.Connection, location: str, problem: str = "") -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.location = location
+        self.problem = problem  # why this store is in memory though a file was asked for; "" otherwise
+        self._secrets: dict[str, tuple[str, ...]] = {}
+        self._host, self._pid = socket.gethostname(), os.getpid()
+        self._start = _process_start(self._pid)
+
+    @property
+    def on_disk(self) -> bool:
+        return self.location != MEMORY
+
+    # -- opening --------------------------------------------------------------------------------
+    @classmethod
+    def memory(cls, problem: str = "") -> RunStore:
+        conn = sqlite3.connect(MEMORY, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA foreign_keys = ON")
+        cls._migrate(conn)
+        return cls(conn, MEMORY, problem)
+
+    @classmethod
+    def open(cls, location: str) -> RunStore:
+        """Open (or create) the store at ``location``; raise `StoreError` without touching a file it cannot use."""
+        if location == MEMORY:
+            return cls.memory()
+        path = Path(location).expanduser()
+        where = f"The run store {path}"
+        exists = path.exists()
+        if not exists:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{where} cannot be created ({exc.strerror or exc}): is the disk read-only? "
+                                 f"Set {ENV} to a writable file, or to {MEMORY} to keep runs in memory only.") from exc
+        if exists and not os.access(path, os.R_OK):
+            raise StoreError(f"{where} cannot be read (permission denied). Set {ENV} to another file.")
+        if exists and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):  # WAL writes beside it
+            raise StoreError(f"{where} is on a read-only disk or not writable. It was left as it is; "
+                             f"set {ENV} to a writable file, or to {MEMORY} to keep runs in memory only.")
+        try:
+            conn = sqlite3.connect(f"{path.as_uri()}?mode={'rw' if exists else 'rwc'}", uri=True,
+                                   check_same_thread=False, isolation_level=None, timeout=OPEN_TIMEOUT_MS / 1000)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{where} cannot be opened ({exc}): is the disk read-only? "
+                             f"Set {ENV} to a writable file, or to {MEMORY} to keep runs in memory only.") from exc
+        try:
+            cls._check(conn, path, where)
+            conn.execute(f"PRAGMA busy_timeout = {WRITE_TIMEOUT_MS}")
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, str(path))
+
+    @classmethod
+    def _check(cls, conn: sqlite3.Connection, path: Path, where: str) -> None:
+        """Refuse a file that is damaged, locked, read-only, newer or foreign; then bring it to this version."""
+        conn.execute(f"PRAGMA busy_timeout = {OPEN_TIMEOUT_MS}")
+        try:
+            check = conn.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(str(check[0] if check else "no answer"))
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise StoreError(cls._locked(where)) from exc
+            raise StoreError(f"{where} cannot be read ({exc}). Set {ENV} to another file.") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{where} is damaged or not a database ({exc}). It was left as it is: move it "
+                             f"aside (or set {ENV} to another file) and a new store will be started.") from exc
+        if tables and "schema_version" not in tables:
+            raise StoreError(f"{where} is an SQLite database but not a Prefill Lab run store (tables: "
+                             f"{', '.join(sorted(tables))}). It was left as it is; set {ENV} to another file.")
+        version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] if tables else 0
+        if version is not None and version > SCHEMA_VERSION:
+            raise StoreError(f"{where} was written by a newer Prefill Lab (store version {version}; this one "
+                             f"reads up to {SCHEMA_VERSION}). It was left as it is: update Prefill Lab, or set "
+                             f"{ENV} to another file.")
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA secure_delete = ON")  # a deleted run (a visitor's, after a day) is overwritten
+            cls._migrate(conn)
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                raise StoreError(cls._locked(where)) from exc
+            if "readonly" in text or "read-only" in text:
+                raise StoreError(f"{where} is on a read-only disk or not writable. It was left as it is; "
+                                 f"set {ENV} to a writable file, or to {MEMORY}.") from exc
+            raise StoreError(f"{where} cannot be written ({text}). Set {ENV} to another file.") from exc
+
+    @staticmethod
+    def _locked(where: str) -> str:
+        return (f"{where} is locked by another process (held longer than {OPEN_TIMEOUT_MS / 1000:.0f} s). "
+                f"Close the program holding it, or set {ENV} to another file.")
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        """Apply the missing migrations in one transaction; re-read the version under the lock (another
+        process may have just created the store)."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone()
+            version = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] if has_table else 0
+            for step in range(int(version or 0) + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(MIGRATIONS[step]):
+                    conn.execute(statement)
+                conn.execute("UPDATE schema_version SET version = ?", (step,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # -- writing --------------------------------------------------------------------------------
+    def _text(self, run_id: str, value: Any) -> str:
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+        return redact(text, *self._secrets.get(run_id, ()))
+
+    def _write(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement in its own transaction, and the rows it changed; a failure becomes `problem`
+        (0 rows: the session keeps its rows, the page says why)."""
+        try:
+            with self._lock:
+                return self._conn.execute(sql, params).rowcount
+        except sqlite3.Error as exc:
+            self.problem = (f"The run store {self.location} could not be written ({exc}); what was measured "
+                            "stays on the page and in its downloads.")
+            return 0
+
+    def begin(self, experiment: str, settings: dict[str, Any], *, label: str, machine: dict[str, Any] | None = None,
+              owner: str = "", source: str = MEASURED, secrets: Iterable[str | None] = (),
+              run_id: str | None = None, started_at: float | None = None, status: str = RUNNING) -> str:
+        """Record a new run and return its id. ``secrets`` (the run's keys) are masked in all it writes."""
+        run_id = run_id or uuid.uuid4().hex[:12]
+        self._secrets[run_id] = tuple(s for s in secrets if s)
+        settings = _scrub(settings)
+        if owner:
+            self.purge_visitors()
+        self._write(
+            "INSERT INTO runs (id, experiment, label, backend, model, settings, machine, source, owner, status,"
+            " started_at, writer_host, writer_pid, writer_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (run_id, experiment, redact(label, *self._secrets[run_id]), str(settings.get("backend") or ""),
+             str(settings.get("model") or ""), self._text(run_id, settings),
+             self._text(run_id, machine if machine is not None else machine_info()), source, owner, status,
+             started_at if started_at is not None else time.time(), self._host, self._pid, self._start))
+        return run_id
+
+    def add(self, run_id: str, record: Record, seq: int | None = None) -> None:
+        """Write one round (or level) as it arrives: committed before the next request goes out."""
+        self._write("INSERT INTO rounds (run_id, seq, record) VALUES (?, COALESCE(?, (SELECT COUNT(*) FROM rounds "
+                    "WHERE run_id = ?) + 1), ?)", (run_id, seq, run_id, self._text(run_id, compact(record))))
+
+    def finish(self, run_id: str, status: str, summary: dict[str, Any] | None = None,
+               finished_at: float | None = None) -> None:
+        """How the run ended (`DONE`, `STOPPED`, `FAILED`; `CUT` for an imported run that was cut)."""
+        if status not in (*ENDED, CUT):
+            raise ValueError(f"a run ends as one of {', '.join(ENDED)}, not {status!r}")
+        self._write("UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE id = ?",
+                    (status, finished_at if finished_at is not None else time.time(),
+                     self._text(run_id, summary or {}), run_id))
+        self._secrets.pop(run_id, None)
+
+    def rename(self, run_id: str, label: str, owner: str | None = None) -> bool:
+        return self._write(f"UPDATE runs SET label = ? WHERE id = ?{self._owned(owner)}",
+                           (label, run_id, *self._owner_params(owner))) > 0
+
+    def delete(self, run_id: str, owner: str | None = None) -> bool:
+        return self._write(f"DELETE FROM runs WHERE id = ?{self._owned(owner)}",
+                           (run_id, *self._owner_params(owner))) > 0
+
+    def purge_visitors(self, now: float | None = None) -> int:
+        """Delete hosted visitors' runs older than a day (`VISITOR_KEEP_S`); local runs (owner '') stay."""
+        cutoff = (now if now is not None else time.time()) - VISITOR_KEEP_S
+        return self._write("DELETE FROM runs WHERE owner != '' AND started_at < ?", (cutoff,))
+
+    # -- reading --------------------------------------------------------------------------------
+    @staticmethod
+    def _owned(owner: str | None) -> str:
+        """``None``: every run (a local install); a visitor id: only that visitor's runs."""
+        return "" if owner is None else " AND owner = ?"
+
+    @staticmethod
+    def _owner_params(owner: str | None) -> tuple[str, ...]:
+        return () if owner is None else (owner,)
+
+    def _saved(self, row: sqlite3.Row | tuple[Any, ...]) -> SavedRun:
+        (run_id, experiment, label, backend, model, settings, machine, summary, source, owner, status, started,
+         finished, host, pid, start, count) = row
+        if status == RUNNING and not (pid == self._pid and host == self._host) and not _alive(host, pid, start):
+            status = CUT
+        return SavedRun(run_id, experiment, label, backend, model, json.loads(settings), json.loads(machine),
+                        json.loads(summary), source, owner, status, started, finished, count)
+
+    _COLUMNS = ("id, experiment, label, backend, model, settings, machine, summary, source, owner, status, "
+                "started_at, finished_at, writer_host, writer_pid, writer_start, "
+                "(SELECT COUNT(*) FROM rounds WHERE run_id = runs.id)")
+
+    def runs(self, experiment: str | None = None, owner: str | None = None) -> list[SavedRun]:
+        """Saved runs, newest first; a visitor (``owner``) sees their own and the shipped reference runs."""
+        where, params = [], []
+        if experiment is not None:
+            where.append("experiment = ?")
+            params.append(experiment)
+        if owner is not None:
+            self.purge_visitors()
+            where.append("(owner = ? OR source = ?)")
+            params += [owner, REFERENCE]
+        sql = f"SELECT {self._COLUMNS} FROM runs {'WHERE ' + ' AND '.join(where) if where else ''} " \
+              "ORDER BY started_at DESC"
+        with self._lock:
+            rows = self._conn.execute(sql, params).fetchall()
+        return [self._saved(row) for row in rows]
+
+    def get(self, run_id: str, owner: str | None = None) -> SavedRun | None:
+        """A run by its id, or by the start of its id when only one run starts so (the CLI's short ids)."""
+        visible = "" if owner is None else " AND (owner = ? OR source = ?)"
+        params = () if owner is None else (owner, REFERENCE)
+        with self._lock:
+            rows = self._conn.execute(f"SELECT {self._COLUMNS} FROM runs WHERE (id = ? OR id LIKE ? ESCAPE '\\')"
+                                      f"{visible} ORDER BY id = ? DESC LIMIT 2",
+                                      (run_id, run_id.replace("_", "\\_").replace("%", "\\%") + "%", *params,
+                                       run_id)).fetchall()
+        if not rows or (len(rows) > 1 and rows[0][0] != run_id):
+            return None
+        return self._saved(rows[0])
+
+    def records(self, run_id: str) -> list[Record]:
+        """The run's rounds (or levels) in the order they were measured."""
+        with self._lock:
+            experiment = self._conn.execute("SELECT experiment FROM runs WHERE id = ?", (run_id,)).fetchone()
+            rows = self._conn.execute("SELECT record FROM rounds WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+        if experiment is None:
+            return []
+        return [record_from_dict(experiment[0], json.loads(text)) for (text,) in rows]

@@ -1,0 +1,90 @@
+"""The roofline page in headless Chromium: the user's recorded phases of experiments 1 and 2 on this machine's
+roofs (recorded levels of a slow CPU in the probe cache), with the chart drawn and the MFU/MBU table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from core.engine.server import free_port
+from core.roofline import peaks
+from core.roofline.peaks import Ceiling, Roof
+from tests.apptest import ROOT
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, READ_TABLE, idle
+
+pytestmark = pytest.mark.browser
+SLOW = Roof("AMD EPYC Zen 1, 2 cores", Ceiling(15.3e9, "numpy float64 sum"), Ceiling(73e9, "numpy float32 matmul"),
+            "2026-11-30")
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    cache = tmp_path_factory.mktemp("cache")
+    store = cache / "prefill-lab" / "roofline.json"
+    store.parent.mkdir(parents=True)
+    store.write_text(json.dumps({peaks.machine_key(): SLOW.to_dict()}))
+    port = free_port()
+    log_path: Path = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless",
+                                 "true", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "XDG_CACHE_HOME": str(cache)})
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.3)
+            else:
+                pytest.fail("streamlit did not start")
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(15)
+
+
+def test_roofline_page_draws_the_users_phases(app_url: str) -> None:
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 2400})
+        page.goto(app_url + "/input")
+        idle(page)
+        page.get_by_role("button", name="Show recorded results").click()
+        idle(page)
+        expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()  # the recorded rounds are in
+        page.get_by_role("link", name="Experiment 2 · output length").click()
+        idle(page)
+        page.get_by_role("button", name="Show recorded results").click()
+        idle(page)
+        expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()  # the recorded rounds are in
+        expect(page.get_by_text("Prediction for this machine:")).to_be_visible()
+        page.get_by_role("link", name="Experiment 5 · your machine's limits").click()
+        idle(page)
+        expect(page.get_by_text("Ridge point", exact=True)).to_be_visible()
+        chart = page.locator("[data-testid='stVegaLiteChart']").first
+        expect(chart).to_be_visible()
+        box = chart.bounding_box()
+        assert box is not None and box["width"] > 300 and box["height"] > 300
+        expect(chart.locator("canvas, svg").first).to_be_visible()
+        expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()
+        deadline, rows = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(rows or []) < 2:  # the grid fills its accessible table row by row
+            time.sleep(0.2)
+            rows = page.evaluate(READ_TABLE)
+        assert [(r["phase"], r["run"]) for r in rows] == [("prefill", "experiment 1"), ("decode", "experiment 2")]
+        assert all(r["MBU"].endswith("%") and r["MFU"] for r in rows), rows
+        assert page.locator("[data-testid='stException']").count() == 0
+        browser.close()

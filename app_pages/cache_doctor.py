@@ -29,6 +29,7 @@ from ui.experiment import run_controls, show_run
 from ui.secrets import hosted
 from ui.state import BACKEND_KEY
 from ui.texts import texts
+from ui.visitor import bounded_uploads, free_uploads_when_gone
 
 t = texts()
 st.title(t("doctor.title"))
@@ -36,7 +37,16 @@ st.markdown(t.rich("doctor.idea"), unsafe_allow_html=True)
 with st.expander(t("doctor_input.capture_title")):
     st.markdown(t("doctor_input.capture"))
 
-files = st.file_uploader(t("doctor.upload"), accept_multiple_files=True, key="doctor_files")
+limits = hosted()
+most_bytes = limits.max_doc_bytes if limits.hosted else doctor.MAX_DOCTOR_BYTES
+files = st.file_uploader(t("doctor.upload"), accept_multiple_files=True, key="doctor_files",
+                         max_upload_size=max(1, round(most_bytes / 2**20)) if limits.hosted else None)
+free_uploads_when_gone()
+files, uploaded = bounded_uploads(files or [], limits.max_doctor_files, most_bytes)
+if len(files) < uploaded:
+    st.error(t("doctor.too_many_files", n=uploaded, most=limits.max_doctor_files) if uploaded > limits.max_doctor_files
+             else t("doctor.too_large_total", mb=sum(f.size for f in files) / 2**20, most=most_bytes / 2**20),
+             icon=":material/error:")
 pasted = st.text_area(t("doctor.paste"), key="doctor_paste", height=100)
 server_ready = BACKENDS[st.session_state.get(BACKEND_KEY, "local")].is_llama_server
 use_server = st.toggle(t("doctor.use_server"), value=server_ready, disabled=not server_ready, key="doctor_use_server",
@@ -57,8 +67,7 @@ digest = hashlib.sha256(b"".join(data for _, data in inputs) + str(log_format).e
 cached: dict[str, Any] | None = st.session_state.get("doctor_input")
 if cached is None or cached["digest"] != digest:
     try:
-        parsed = doctor.load_inputs(inputs, hosted().max_doc_bytes if hosted().hosted else doctor.MAX_DOCTOR_BYTES,
-                                    log_format)
+        parsed = doctor.load_inputs(inputs, most_bytes, log_format)
     except doctor.TranscriptError as exc:
         st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
         st.stop()

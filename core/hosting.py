@@ -11,18 +11,31 @@ app; the environment alone elsewhere), so an operator configures a deploy in one
 | ``PREFILL_LAB_MAX_ROUNDS`` | rounds (requests) in one run | 16 |
 | ``PREFILL_LAB_MAX_DOC_MB`` | size of an uploaded document | 1 |
 | ``PREFILL_LAB_MAX_TOKENS_PER_RUN`` | estimated prompt + output tokens in one run | 300000 |
-| ``PREFILL_LAB_MAX_CONCURRENT_RUNS`` | runs at once, all visitors together | 4 |
+| ``PREFILL_LAB_MAX_CONCURRENT_RUNS`` | runs at once, all visitors together; more wait in line, in order | 4 |
 | ``PREFILL_LAB_MAX_CONCURRENCY`` | requests at once in one run (experiment 4's largest N) | 4 |
+| ``PREFILL_LAB_MAX_RUNS_PER_VISITOR`` | runs one visitor may have going or waiting at once | 1 |
+| ``PREFILL_LAB_MAX_TOKENS_PER_VISITOR`` | tokens one visitor may spend on the operator's key in 24 hours | 600000 |
+| ``PREFILL_LAB_MAX_TOKENS_PER_HOUR`` | all visitors' tokens on the operator's key in an hour | 1000000 |
+| ``PREFILL_LAB_MAX_DOCTOR_FILES`` | files in one doctor upload | 8 |
+| ``PREFILL_LAB_ABANDON_GRACE_S`` | seconds a run goes on after its page is gone (a reconnect within it keeps it) | 10 |
 
-Outside hosted mode the limits are off, except the 5 MB upload limit.
+Outside hosted mode the limits are off, except the 5 MB upload limit, the doctor's file count and the
+grace for an abandoned run (which apply everywhere: a closed tab's run is stopped in local use too).
+The token budgets count every run that is not on the visitor's own key (the operator's key, or
+none): a visitor with their own key pays for their own tokens (the per-run limits still apply). A
+visitor is one browser (its cookie), so a reload is the same visitor; a visitor who clears cookies
+starts afresh, which the hourly budget bounds.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -67,6 +80,11 @@ class HostedSettings:
     max_tokens_per_run: int | None = None
     max_concurrent_runs: int | None = None
     max_concurrency: int | None = None
+    max_runs_per_visitor: int | None = None
+    max_tokens_per_visitor: int | None = None
+    max_tokens_per_hour: int | None = None
+    max_doctor_files: int = 8
+    abandon_grace_s: float = 10.0
 
     def check_concurrency(self, concurrency: int) -> None:
         """Raise `Refused` when one run would send more requests at once than this demo allows."""
@@ -85,8 +103,10 @@ class HostedSettings:
 
 
 def load_settings(get: Getter) -> HostedSettings:
+    files = _int(get("PREFILL_LAB_MAX_DOCTOR_FILES"), 8) or 8
+    grace = _number(get("PREFILL_LAB_ABANDON_GRACE_S"), 10.0)
     if not _flag(get("PREFILL_LAB_HOSTED")):
-        return HostedSettings()
+        return HostedSettings(max_doctor_files=files, abandon_grace_s=grace)
     default_urls = ",".join(p.base_url for p in PRESETS.values() if p.base_url.startswith("https://"))
     urls = tuple(
         u.strip().rstrip("/") for u in (get("PREFILL_LAB_ALLOWED_BASE_URLS") or default_urls).split(",") if u.strip()
@@ -100,7 +120,101 @@ def load_settings(get: Getter) -> HostedSettings:
         max_tokens_per_run=_int(get("PREFILL_LAB_MAX_TOKENS_PER_RUN"), 300_000),
         max_concurrent_runs=_int(get("PREFILL_LAB_MAX_CONCURRENT_RUNS"), 4),
         max_concurrency=_int(get("PREFILL_LAB_MAX_CONCURRENCY"), 4),
+        max_runs_per_visitor=_int(get("PREFILL_LAB_MAX_RUNS_PER_VISITOR"), 1),
+        max_tokens_per_visitor=_int(get("PREFILL_LAB_MAX_TOKENS_PER_VISITOR"), 600_000),
+        max_tokens_per_hour=_int(get("PREFILL_LAB_MAX_TOKENS_PER_HOUR"), 1_000_000),
+        max_doctor_files=files,
+        abandon_grace_s=grace,
     )
+
+
+DAY_S, HOUR_S = 24 * 3600.0, 3600.0
+
+
+@dataclass
+class Spend:
+    """Tokens one run takes from the operator's budgets: reserved at Run, settled to what it sent."""
+
+    visitor: str
+    tokens: int
+    at: float
+
+
+@dataclass
+class TokenLedger:
+    """What the operator's key has spent, per visitor (24 hours) and for everyone (the last hour).
+
+    A run reserves its estimate before it starts, so runs in line cannot together go over a budget,
+    and `settle` replaces the estimate by what the run sent once it ends (a stopped run gives the
+    rest back). One ledger per server process, shared by every session.
+    """
+
+    clock: Callable[[], float] = time.time
+    _spends: list[Spend] = field(default_factory=list)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    def _spent(self, since: float, visitor: str | None = None) -> int:
+        return sum(s.tokens for s in self._spends if s.at >= since and (visitor is None or s.visitor == visitor))
+
+    def reserve(self, visitor: str, tokens: int, settings: HostedSettings) -> Spend:
+        """Reserve ``tokens`` for ``visitor``'s run, or raise `Refused` saying which budget is spent and when
+        it frees up."""
+        now = self.clock()
+        with self._guard:
+            self._spends = [s for s in self._spends if s.at >= now - DAY_S]
+            mine = self._spent(now - DAY_S, visitor)
+            if settings.max_tokens_per_visitor is not None and mine + tokens > settings.max_tokens_per_visitor:
+                raise Refused(f"You have used about {mine:,} of the {settings.max_tokens_per_visitor:,} tokens a "
+                              f"visitor may spend on this demo's key in 24 hours, and this run needs about "
+                              f"{tokens:,}. Enter your own API key in the sidebar to go on, or come back tomorrow.")
+            hour = self._spent(now - HOUR_S)
+            if settings.max_tokens_per_hour is not None and hour + tokens > settings.max_tokens_per_hour:
+                oldest = min((s.at for s in self._spends if s.at >= now - HOUR_S), default=now)
+                minutes = max(1, round((oldest + HOUR_S - now) / 60))
+                raise Refused(f"This demo's key has spent about {hour:,} of its {settings.max_tokens_per_hour:,} "
+                              f"tokens for this hour, and this run needs about {tokens:,}. Budget frees up in "
+                              f"about {minutes} min; or enter your own API key in the sidebar.")
+            spend = Spend(visitor, tokens, now)
+            self._spends.append(spend)
+            return spend
+
+    def settle(self, spend: Spend, tokens: int) -> None:
+        with self._guard:
+            spend.tokens = tokens
+
+
+def spent_tokens(rows: Sequence[Any], planned_tokens: int, planned_rows: int) -> int:
+    """Tokens a run sent and received, from its rows' counts (usage or the server's); for a row without
+    counts, its share of the estimate, unless it failed (a refused request spends nothing). A round
+    counts its prompt in ``prompt_tokens``, a level in ``prefill_prompt_tokens``."""
+    counted, uncounted = 0, 0
+    for row in rows:
+        values = row.to_dict()
+        prompt = values.get("prompt_tokens", values.get("prefill_prompt_tokens"))
+        output = values.get("output_tokens") or 0
+        if isinstance(prompt, int) and prompt > 0:
+            counted += prompt + (output if isinstance(output, int) else 0)
+        elif not values.get("error"):
+            uncounted += 1
+    return counted + round(planned_tokens * uncounted / max(planned_rows, 1))
+
+
+RUN_LOG = logging.getLogger("prefill_lab.runs")  # the operator's log: stderr, whatever Streamlit's logging says
+if not RUN_LOG.handlers:
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    RUN_LOG.addHandler(_handler)
+    RUN_LOG.setLevel(logging.INFO)
+    RUN_LOG.propagate = False
+
+
+def log_run(experiment: str, backend: str, model: str, base_url: str, key_source: str, visitor: str,
+            tokens: int, outcome: str, seconds: float | None, rows: int) -> None:
+    """One line per run for the operator's log (stderr): never the key, only where it came from."""
+    took = "-" if seconds is None else f"{seconds:.1f}s"
+    RUN_LOG.info("run experiment=%s backend=%s model=%s base_url=%s key=%s visitor=%s tokens=%d rows=%d "
+                 "outcome=%s time=%s", experiment, backend, model, base_url, key_source or "none", visitor,
+                 tokens, rows, outcome, took)
 
 
 def _check_address(host: str, address_text: str, settings: HostedSettings) -> None:

@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import threading
-import time
 
 import pytest
 
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.engine.server import LocalServer
-from core.experiments import runner
-from core.experiments.runner import BackgroundRun, active_runs
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.hosting import HostedSettings, Refused, check_base_url, guarded_transport, load_settings
 from tests.apptest import KEY, PAGES, app, rendered
@@ -88,50 +84,6 @@ def test_budgets():
         settings.check_run(5, 10)
     with pytest.raises(Refused, match="allows 1,000 per run"):
         settings.check_run(1, 1001)
-
-
-class SlowCountSet(set):
-    """A set whose size takes a moment to read: any gap between checking the count and adding to it
-    is then wide enough for every other thread to pass through it."""
-
-    def __len__(self) -> int:
-        time.sleep(0.002)
-        return super().__len__()
-
-
-def test_concurrent_runs_are_limited_atomically(monkeypatch):
-    """32 sessions press Run at the same instant on a demo that allows 4 runs: exactly 4 start."""
-    monkeypatch.setattr(runner, "_active", SlowCountSet(runner._active))
-    release, limit, contenders = threading.Event(), 4, 32
-    barrier = threading.Barrier(contenders)
-    started: list[BackgroundRun] = []
-    refused: list[str] = []
-
-    def slow_rows(cancel, progress):
-        release.wait(10)
-        yield from ()
-
-    def press_run(allowed: int) -> None:
-        run = BackgroundRun("x", {}, slow_rows)
-        barrier.wait()
-        try:
-            started.append(run.start(max_concurrent=allowed))
-        except Refused as exc:
-            refused.append(str(exc))
-
-    try:
-        allowed = active_runs() + limit
-        threads = [threading.Thread(target=press_run, args=(allowed,)) for _ in range(contenders)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
-    finally:
-        release.set()
-        for run in started:
-            run.join(5)
-    assert len(started) == limit and len(refused) == contenders - limit
-    assert all("runs are in progress" in message for message in refused)
 
 
 def hosted_app(fake_api=None, **secrets):

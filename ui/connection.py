@@ -26,6 +26,13 @@ def current_target(slots: int = 1) -> Target:
     return Target(name, url=st.session_state["base_url"].strip(), model=st.session_state["model"].strip(), api_key=key)
 
 
+def key_source(target: Target) -> str:
+    """Whose key a run on ``target`` spends: ``typed`` (the visitor's), the operator's variable name, or ""."""
+    if BACKENDS[target.backend].needs != API or not target.api_key:
+        return ""
+    return api_key_for(st.session_state["preset"], st.session_state.get(SESSION_KEY), st.session_state["base_url"])[1]
+
+
 def connect(target: Target) -> Connection:
     """A connection for one run (close it, or use ``with``). In hosted mode an API's URL must be on the
     allow list and resolve to public addresses, checked again on every connection the client opens.

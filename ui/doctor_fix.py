@@ -44,7 +44,7 @@ def proof_chart(table: Sequence[fix.ProofRound], t: Texts) -> alt.Chart:
 def _run(original: doctor.Transcript, fixed: doctor.Transcript, t: Texts) -> list[RoundResult] | str:
     """Both replays on the sidebar's server, with progress; a sentence when the server cannot be used."""
     target = current_target()
-    lock = server_lock(target.lock_key())
+    lock = server_lock(target.lock_key() or target.url)  # a llama-server's lock, shared with the app's runs and the CLI
     if not lock.acquire(timeout=1.0):
         return t("doctor_fix.busy")
     rows: list[RoundResult] = []

@@ -19,12 +19,12 @@ import streamlit as st
 
 from core.experiments.base import RunContext
 from core.experiments.registry import EXPERIMENTS, records_key
-from core.experiments.runner import FAILED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
+from core.experiments.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from core.export import to_csv, to_json
 from core.hosting import Refused
 from core.records import RoundResult
 from core.roofline.busy import metered
-from ui.connection import connect, current_target
+from ui.connection import connect, current_target, key_source
 from ui.content import Texts
 from ui.contract import DrawRuns, ExperimentPlan, Records, RunView
 from ui.roofline import busy_note
@@ -40,6 +40,7 @@ from ui.store import (
     store_notice,
 )
 from ui.texts import texts
+from ui.visitor import finish_run, ledger, page_alive_probe, visitor_id
 
 TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "cached_tokens",
                  "cache_write_tokens", "prefill_ms", "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms",
@@ -78,23 +79,32 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
 
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
-    settings = {**conn.describe(), **plan.settings}
-    run_id, rows = start_saving(plan.experiment, settings, label,  # saved round by round, as the worker gets them
+    settings, visitor, whose_key = hosted(), visitor_id(), key_source(target)
+    budgets = ledger()
+    spend = None
+    run_settings = {**conn.describe(), **plan.settings}
+    run_id, rows = start_saving(plan.experiment, run_settings, label,  # saved round by round, as the worker gets them
                                 metered(lambda cancel, progress: source(RunContext(conn, cancel, progress)),
-                                        target.url or "", settings),  # + "cpu": the server's share, at the end
+                                        target.url or "", run_settings),  # + "cpu": the server's share, at the end
                                 target.api_key)
 
     def finished() -> None:
-        try:
-            conn.close()
+        try:  # close the connection, charge what the run sent, one line in the operator's log
+            finish_run(run, conn, plan.plan, budgets, spend, whose_key)
         finally:  # a failing close must not leave the saved run "running" while this process lives
             finish_saving(run)
 
-    run = BackgroundRun(plan.experiment, settings, rows, lock_key=target.lock_key(), planned_rounds=plan.plan.steps,
-                        label=label, run_id=run_id, on_finish=finished)
     try:
-        run.start(hosted().max_concurrent_runs)
+        if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
+            spend = budgets.reserve(visitor, plan.plan.tokens, settings)
+        run = BackgroundRun(plan.experiment, run_settings, rows, lock_key=target.lock_key(),
+                            planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
+                            on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
+                            visitor=visitor, busy_slots=conn.busy_slots)
+        run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor)
     except Refused as exc:
+        if spend is not None:
+            budgets.settle(spend, 0)
         conn.close()
         forget(run_id)
         st.error(str(exc), icon=":material/block:")
@@ -138,13 +148,18 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
 
 def _active(run: BackgroundRun, snap: Snapshot) -> bool:
     """Judged on the snapshot, so the last redraw always shows the final rows."""
-    return snap.status in (WAITING, RUNNING) and not run.cancel.is_set()
+    return snap.status in (QUEUED, WAITING, RUNNING) and not run.cancel.is_set()
 
 
 def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> None:
     """Exactly one element in every state, so nothing stale is left behind when the state changes."""
     done = len(snap.rows)
-    if snap.status == WAITING and not run.cancel.is_set():
+    if snap.status == QUEUED and not run.cancel.is_set():
+        wait = snap.expected_wait_s
+        text = t("common.queued", position=snap.queue_position or 1)
+        text += " " + (t("common.queued_wait", seconds=round(wait)) if wait is not None else t("common.queued_unknown"))
+        st.info(text, icon=":material/hourglass_top:")
+    elif snap.status == WAITING and not run.cancel.is_set():
         st.info(t("common.waiting"), icon=":material/hourglass_top:")
     elif _active(run, snap):
         total = max(run.planned_rounds, done + 1)
@@ -155,6 +170,8 @@ def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> N
                 "common.prefill_progress", processed=p.get("processed", 0), total=p["total"], cache=p.get("cache", 0)
             )
         st.progress(min(done / total, 1.0), text=text)
+    elif run.ended_because == "page closed":
+        st.warning(t("common.page_closed", n=done), icon=":material/stop_circle:")
     elif snap.status == STOPPED or run.cancel.is_set():
         st.warning(t(records.stopped, n=done), icon=":material/stop_circle:")
     elif snap.status == FAILED:
@@ -196,8 +213,10 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
     try:
         while True:
             snap = run.snapshot()
-            with status_box:
+            with status_box.container():
                 _status(t, run, snap, records)
+                if snap.warning:
+                    st.warning(snap.warning, icon=":material/warning:")
             if (len(snap.rows), snap.status) != (shown_rows, shown_status):
                 shown_rows, shown_status = len(snap.rows), snap.status
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale

@@ -102,8 +102,8 @@ def _llama_status(t: Texts, url: str) -> None:
 
 
 def _api_inputs(t: Texts, name: str, settings: HostedSettings) -> None:
-    keep_preset_of(name)
-    st.selectbox(t("sidebar.preset"), presets_for(name), key="preset", on_change=apply_preset)
+    keep_preset_of(name, settings)
+    st.selectbox(t("sidebar.preset"), presets_for(name, settings), key="preset", on_change=apply_preset)
     if settings.hosted:
         st.selectbox(t("sidebar.base_url"), settings.allowed_base_urls, key="base_url")
     else:

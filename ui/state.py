@@ -11,6 +11,7 @@ import streamlit as st
 from core.backends import BACKENDS, PRESETS
 from core.experiments.registry import EXPERIMENTS
 from core.hosting import HostedSettings
+from ui.secrets import secret
 from ui.texts import LANG_KEY, browser_language
 
 BACKEND_KEY = "backend"  # the chosen `core.backends.BACKENDS` name
@@ -34,21 +35,41 @@ def offered_backends(settings: HostedSettings) -> list[str]:
 def keep_widget_state(settings: HostedSettings) -> None:
     """Seed every persistent value once (the language from the browser) and keep hosted choices valid."""
     st.session_state[LANG_KEY] = st.session_state.get(LANG_KEY) or browser_language()
+    first_visit = "preset" not in st.session_state
     for key, default in PERSISTENT.items():
         st.session_state[key] = st.session_state.get(key, default)
     offered = offered_backends(settings)
     if st.session_state[BACKEND_KEY] not in offered:
         st.session_state[BACKEND_KEY] = offered[0]
-    if (
-        settings.hosted
-        and settings.allowed_base_urls
-        and st.session_state["base_url"] not in settings.allowed_base_urls
+    if settings.hosted and settings.allowed_base_urls and (
+        first_visit or st.session_state["base_url"] not in settings.allowed_base_urls
     ):
+        land_on_allowed_preset(settings)
+
+
+def land_on_allowed_preset(settings: HostedSettings) -> None:
+    """A hosted visitor starts on a preset whose base URL is allowed and, best, whose operator key is set, so a
+    first Run goes out with a key that belongs to its URL. An allowed URL that no preset has keeps the preset
+    and takes the URL (the visitor then brings a key)."""
+    allowed = [p for p in PRESETS.values() if p.base_url.rstrip("/") in settings.allowed_base_urls]
+    keyed = [p for p in allowed if secret(p.key_env)]
+    chosen = next(iter(keyed or allowed), None)
+    if chosen is None:
         st.session_state["base_url"] = settings.allowed_base_urls[0]
+        return
+    st.session_state[BACKEND_KEY] = chosen.backend
+    st.session_state["preset"] = chosen.name
+    st.session_state["base_url"] = chosen.base_url
+    st.session_state["model"] = chosen.model
 
 
-def presets_for(backend: str) -> list[str]:
-    return [name for name, preset in PRESETS.items() if preset.backend == backend]
+def presets_for(backend: str, settings: HostedSettings | None = None) -> list[str]:
+    """The backend's presets; in hosted mode those whose URL is allowed (all of them when none is)."""
+    names = [name for name, preset in PRESETS.items() if preset.backend == backend]
+    if settings is not None and settings.hosted:
+        allowed = [n for n in names if PRESETS[n].base_url.rstrip("/") in settings.allowed_base_urls]
+        return allowed or names
+    return names
 
 
 def apply_preset() -> None:
@@ -58,9 +79,9 @@ def apply_preset() -> None:
     st.session_state["model"] = preset.model
 
 
-def keep_preset_of(backend: str) -> None:
+def keep_preset_of(backend: str, settings: HostedSettings) -> None:
     """After a switch between API backends, choose a preset of the new one (before its widgets exist)."""
-    offered = presets_for(backend)
+    offered = presets_for(backend, settings)
     if offered and st.session_state["preset"] not in offered:
         st.session_state["preset"] = offered[0]
         apply_preset()

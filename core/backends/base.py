@@ -27,12 +27,14 @@ from typing import Any
 import httpx
 
 from core.backends.chunks import ProgressCallback, StreamState, delta_parts
-from core.backends.errors import error_text, http_error_message, not_streaming_message
+from core.backends.errors import error_text, http_error_message, not_streaming_message, redirect_message
+from core.backends.sockets import abortable
 from core.backends.sse import LineTooLong, iter_sse_lines, sse_field
 from core.backends.usage import Usage, find_usage, read_usage
 from core.records import RequestResult
 from core.secrets import redact
 
+STOPPED_BY_USER = "Stopped by the user."
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 DEFAULT_DEADLINE_S = 600.0  # the longest one request may take, first byte to last (``--deadline``)
 
@@ -98,6 +100,7 @@ class StreamingBackend:
         self._api_key = api_key
         self.clock = clock
         self.deadline_s = deadline_s  # None: no deadline beyond the read timeout
+        transport, self._sockets = abortable(transport)
         self.client = httpx.Client(timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport,
                                    headers=self.auth_headers(api_key))
 
@@ -108,6 +111,12 @@ class StreamingBackend:
 
     def close(self) -> None:
         self.client.close()
+
+    def abort(self) -> None:
+        """Cut every open connection now, from any thread: a read waiting on a silent server ends at once
+        (Stop), instead of at the read timeout."""
+        if self._sockets is not None:
+            self._sockets.abort()
 
     def __enter__(self) -> StreamingBackend:
         return self
@@ -168,6 +177,8 @@ class StreamingBackend:
                 if response.status_code >= 400:
                     response.read()
                     result.error = http_error_message(response, self.model)
+                elif response.is_redirect:  # never followed: the key would go where the redirect says
+                    result.error = redirect_message(response)
                 elif "text/event-stream" not in response.headers.get("content-type", ""):
                     response.read()
                     result.error = not_streaming_message(response, self.model)
@@ -193,6 +204,8 @@ class StreamingBackend:
             result.error = f"{type(exc).__name__} talking to {self.base_url}: {exc}"
         except Exception as exc:  # noqa: BLE001 - the promise: a fault ends this round with a message, never the run
             result.error = f"{type(exc).__name__} after chunk {state.chunks} of the stream: {exc}"
+        if result.error and cancel is not None and cancel.is_set():  # `abort` cut the connection: a Stop
+            result.error = STOPPED_BY_USER
         if result.end_s is None and result.first_byte_s is not None:
             result.end_s = self.clock() - start
         result.error = redact(result.error, self._api_key)
@@ -226,7 +239,7 @@ class StreamingBackend:
             if result.first_byte_s is None:
                 result.first_byte_s = now
             if cancel is not None and cancel.is_set():
-                result.error = "Stopped by the user."
+                result.error = STOPPED_BY_USER
                 break
             name, value = sse_field(line) if line else ("", "")
             if not line:

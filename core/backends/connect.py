@@ -28,9 +28,11 @@ class Target:
     model: str = ""
     api_key: str | None = field(default=None, repr=False)
 
-    def lock_key(self) -> str:
-        """Runs against one server are serialised on this key (see `core.experiments.runner.server_lock`)."""
-        return self.url
+    def lock_key(self) -> str | None:
+        """Runs against one llama-server are serialised on this key (`core.backends.server_lock`), across
+        processes; None for an API, which serves many clients at once and whose cache no run can evict."""
+        spec = BACKENDS.get(self.backend)
+        return self.url if spec is not None and spec.is_llama_server else None
 
 
 @dataclass
@@ -49,6 +51,14 @@ class Connection:
 
     def close(self) -> None:
         self.backend.close()
+
+    def abort(self) -> None:
+        """Cut the connection's open requests now, from any thread (Stop)."""
+        self.backend.abort()
+
+    def busy_slots(self) -> int | None:
+        """Slots another client is using on this llama-server now; None for an API or when it does not say."""
+        return self.backend.busy_slots() if isinstance(self.backend, LlamaServerBackend) else None
 
     def __enter__(self) -> Connection:
         return self

@@ -54,3 +54,11 @@ def not_streaming_message(response: httpx.Response, model: str) -> str:
     kind = response.headers.get("content-type", "no content type") or "no content type"
     return (f"Model '{model}' answered with one complete response ({kind}) instead of a stream: "
             "it cannot stream here, so time to first token cannot be measured. Pick a model that streams.")
+
+
+def redirect_message(response: httpx.Response) -> str:
+    """A 3xx answer: where it points, without following it (the key would go along)."""
+    location = response.headers.get("location", "")
+    where = str(response.url.join(location)) if location else "no Location given"
+    return (f"HTTP {response.status_code}: the API redirects to {where} (not followed: the request and its key "
+            "would go there). Check the base URL; if the new address is right, use it as the base URL.")

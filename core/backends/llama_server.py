@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
+
 from core.backends.base import ChatRequest
 from core.backends.chunks import ProgressCallback
 from core.backends.openai_compat import OpenAICompatBackend
@@ -63,6 +65,18 @@ class LlamaServerBackend(OpenAICompatBackend):
             "total_slots": data.get("total_slots"),
             "template_caps": data.get("chat_template_caps") or {},  # what the chat template supports (tools, ...)
         }
+
+    def busy_slots(self) -> int | None:
+        """How many slots are processing a request now (``/slots``); None when the server does not say (an
+        old build, or ``--no-slots``). Asked with the server lock held, a busy slot is another client's."""
+        try:
+            response = self.client.get(self.origin + "/slots", timeout=2.0)
+            slots = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not isinstance(slots, list):
+            return None
+        return sum(1 for s in slots if isinstance(s, dict) and (s.get("is_processing") or s.get("state") == 1))
 
     def tokenize(self, text: str) -> list[int]:
         tokens: list[int] = self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]

@@ -30,7 +30,8 @@ from typing import Any
 import httpx
 
 from core.backends import BACKENDS
-from core.backends.connect import Connection, open_connection
+from core.backends.connect import Connection, Target, open_connection
+from core.backends.server_lock import ServerLock
 from core.cli import batch as batch_cli
 from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
@@ -132,6 +133,22 @@ def _prepare(spec: Experiment, settings: Any, conn: Connection) -> Any:
     return prepared
 
 
+def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
+    """One run at a time on a llama-server, with the app's runs too (`core.backends.server_lock`): wait for it,
+    saying so, and warn when a client that takes no lock is using it."""
+    key = target.lock_key()
+    if key is None:
+        return
+    lock = ServerLock(key)
+    lock.acquire(on_wait=lambda holder: print(f"Waiting for another run on this server ({holder or 'unknown'})...",
+                                               file=sys.stderr))
+    stack.callback(lock.release)
+    busy = conn.busy_slots()
+    if busy:
+        print(f"warning: another client is using this server ({busy} slot(s) busy): its requests share the server "
+              "with this run's, so timings may be slower than the server alone.", file=sys.stderr)
+
+
 def saving(records: Iterable[Record], store: RunStore | None, experiment: str, settings: dict[str, Any],
            label: str, secrets: Sequence[str | None]) -> Iterator[Record]:
     """Pass the records on, each written to the store as it arrives; the run ends as done, failed or
@@ -166,6 +183,7 @@ def run_experiments(args: argparse.Namespace) -> int:
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: cannot use the backend: {exc}", file=sys.stderr)
             return 2
+        hold_server(target, conn, stack)
         prepared: dict[str, Any] = {}
         connections: dict[str, Connection] = {}
         try:  # every experiment's settings are checked before the first request

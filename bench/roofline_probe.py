@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.common import finish, spread, table
 from core.engine.choice import find_model
+from core.engine.cpu import cpu_model
 from core.engine.probe import measure_speed
 from core.engine.server import LocalServer
 from core.roofline import peaks
@@ -115,7 +116,7 @@ def main() -> dict[str, Any]:
     bw_ratio = ratios["bandwidth_vs_likwid_load"] or ratios["bandwidth_vs_stream_triad"]
     key["goal_met"] = bool(bw_ratio is not None and bw_ratio >= 0.9 and medians["probe_s"] < 10)
     data = {"samples": samples, "load_average": loads, "threads": threads, "working_set_bytes": WORKING_SET,
-            "roof": roof.to_dict(), "points": [prefill.to_dict(), decode.to_dict()], "cpu": peaks.cpu_name()}
+            "roof": roof.to_dict(), "points": [prefill.to_dict(), decode.to_dict()], "cpu": cpu_model()}
     line = (f"probe bandwidth / likwid load {key['bandwidth_vs_likwid_load']}, / STREAM triad "
             f"{key['bandwidth_vs_stream_triad']} (goal >= 0.9); matmul / likwid peakflops "
             f"{key['compute_vs_likwid_peakflops']}; probe {key['probe_seconds']} s (goal < 10 s); default engine "

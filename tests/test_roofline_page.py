@@ -106,7 +106,8 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     assert list(records["kind"]) == ["bandwidth", "compute", "prefill", "decode"]  # the run's records
     table = next(f for f in frames if "phase" in f)
     assert list(table["phase"])[:2] == ["prefill", "decode"] and "N" in table
-    assert table["MBU"].str.endswith("%").all()
+    # a percentage each, unclipped: a probe taken on a busy machine may be below what a recorded run reached
+    assert table["MBU"].str.fullmatch(r"\d+ %( \(probe undershot\))?").all(), list(table["MBU"])
     values = chart_values(at)
     machines = {v["machine"] for v in values if "machine" in v}
     assert {"Apple M3 Ultra", "NVIDIA H100 SXM"} <= machines and len(machines) == 3

@@ -36,6 +36,34 @@ def cache_dir() -> Path:
     return Path(base) / "prefill-lab"
 
 
+def cpu_model() -> str:
+    """The processor's name: ``model name`` from /proc/cpuinfo (Linux), ``machdep.cpu.brand_string`` (macOS),
+    else platform's word."""
+    try:
+        match = re.search(r"^(?:model name|Hardware|Model)\s*:\s*(.+)$", CPUINFO.read_text(), re.MULTILINE)
+        if match:
+            return " ".join(match.group(1).split())
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                 timeout=2, check=False)
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cores() -> int:
+    """The cores this process may run on (the affinity mask, else the CPU count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 @lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
     """This CPU's flags (x86 ``flags``, Arm ``Features``), empty where /proc/cpuinfo does not exist."""

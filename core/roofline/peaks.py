@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from core.engine.cpu import CPUINFO, cache_dir, cpu_key
+from core.engine.cpu import cache_dir, cores, cpu_key, cpu_model
 from core.roofline.busy import CpuMeter
 
 PROBE = "probe"
@@ -94,22 +93,6 @@ class Roof:
 
 
 # --- this machine -------------------------------------------------------------------------------------
-
-def cores() -> int:
-    """The cores this process may run on (the affinity mask, else the CPU count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
-def cpu_name() -> str:
-    try:
-        match = re.search(r"^model name\s*:\s*(.+)$", CPUINFO.read_text(), re.MULTILINE)
-    except OSError:
-        match = None
-    return match.group(1).strip() if match else (platform.processor() or platform.machine())
-
 
 def last_level_cache() -> int | None:
     """The largest cache's size in bytes from sysfs (Linux); None elsewhere."""
@@ -217,13 +200,13 @@ def probe(matmul_n: int = MATMUL_N, working_set: int | None = None, budget_s: fl
     notes: dict[str, Any] = {"machine_key": machine_key()}
     if share is not None:
         notes.update(cpu_share=round(share.server_share, 3), busy=share.busy)
-    return Roof(machine=f"{cpu_name()}, {cores()} cores", memory=memory, compute=compute,
+    return Roof(machine=f"{cpu_model()}, {cores()} cores", memory=memory, compute=compute,
                 as_of=datetime.now(timezone.utc).isoformat(timespec="seconds"), seconds=seconds, notes=notes)
 
 
 def machine_key() -> str:
     """What the cached figures depend on: the CPU, its cores here, numpy and its BLAS."""
-    return f"{cpu_key()}|{cpu_name()}|{cores()}|numpy {np.__version__}|{blas()[0]}"
+    return f"{cpu_key()}|{cpu_model()}|{cores()}|numpy {np.__version__}|{blas()[0]}"
 
 
 def _store() -> Path:

@@ -1,4 +1,4 @@
-"""The machine a run was measured on, as its saved runs name it: CPU model, cores, system.
+"""The machine a run was measured on, as its saved runs name it: CPU model, cores, system, its roofs.
 
 No host name and no user name are recorded: a saved run travels in exports and reports. A run
 against an API measures the provider, not this machine; the machine is still kept, as the client.
@@ -6,40 +6,23 @@ against an API measures the provider, not this machine; the machine is still kep
 
 from __future__ import annotations
 
-import os
 import platform
-import re
-import subprocess
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-CPUINFO = Path("/proc/cpuinfo")
-
-
-def _cpu_model() -> str:
-    """``model name`` from /proc/cpuinfo (Linux), ``machdep.cpu.brand_string`` (macOS), else platform's word."""
-    try:
-        match = re.search(r"^(?:model name|Hardware|Model)\s*:\s*(.+)$", CPUINFO.read_text(), re.MULTILINE)
-        if match:
-            return " ".join(match.group(1).split())
-    except OSError:
-        pass
-    if platform.system() == "Darwin":
-        try:
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                 timeout=2, check=False)
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+from core.engine.cpu import cores, cpu_model
+from core.roofline import peaks
 
 
 @lru_cache(maxsize=1)
+def _identity() -> dict[str, Any]:
+    return {"cpu": cpu_model(), "cores": cores(), "system": platform.system(), "arch": platform.machine()}
+
+
 def machine_info() -> dict[str, Any]:
-    """This machine, read once per process."""
-    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "system": platform.system(), "arch": platform.machine()}
+    """This machine (read once per process), with its roofs when the probe has measured them here."""
+    roof = peaks.cached()
+    return {**_identity(), **({"roof": roof.to_dict()} if roof else {})}
 
 
 def machine_name(machine: dict[str, Any]) -> str:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,7 +24,7 @@ import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from core.engine.server import free_port
+from tests.browser import running_app
 
 
 @dataclass
@@ -126,32 +124,10 @@ def app_server(flags: list[str]) -> Iterator[tuple[str, int]]:
     home = Path(tempfile.mkdtemp(prefix="prefill-lab-bench-"))
     (home / ".streamlit").mkdir()
     (home / ".streamlit" / "secrets.toml").write_text('PREFILL_LAB_HOSTED = "true"\n')
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port),
-           "--server.headless", "true", *flags]
-    log = open(os.devnull, "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "HOME": str(home)})
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("streamlit did not start")
-        yield url, proc.pid
+        with running_app(env={**os.environ, "HOME": str(home)}, flags=flags) as (url, proc):
+            yield url, proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:  # a server still busy with a burst it could not serve
-            proc.kill()
-            proc.wait(30)
-        log.close()
         shutil.rmtree(home, ignore_errors=True)
 
 

@@ -2,54 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from core.engine.server import free_port
-from tests.apptest import ROOT
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, IDLE, running_app
 
 pytestmark = pytest.mark.browser
 
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
 DOCUMENT = ("Our deployment runbook. Step one: check the dashboards for error rates. Step two: roll out to one region. "
             "Step three: watch latency for ten minutes before continuing. ") * 12
 
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    log = (tmp_path_factory.mktemp("streamlit") / "streamlit.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
-                             "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        else:
-            pytest.fail("streamlit did not start")
+    with running_app(tmp_path_factory.mktemp("streamlit") / "streamlit.log") as (url, _):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        log.close()
 
 
 @pytest.fixture()

@@ -4,23 +4,19 @@ ended, a visitor over their budget told so, and no request to any host but the a
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from core.engine.server import free_port
 from core.experiments import output_length
-from tests.apptest import ROOT
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, running_app
 from tests.fake_openai import FakeOpenAIServer, Handler
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, idle
+from tests.test_browser import idle
 
 pytestmark = pytest.mark.browser
 
@@ -64,32 +60,13 @@ def api() -> Iterator[CountingServer]:
 
 @pytest.fixture(scope="module")
 def hosted_url(api: CountingServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    port = free_port()
     log_path = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
-    log = log_path.open("w")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(log_path.parent), "PREFILL_LAB_HOSTED": "true",
            "PREFILL_LAB_ALLOWED_BASE_URLS": api.base_url, "PREFILL_LAB_ALLOW_LOOPBACK": "true",
            "PREFILL_LAB_MAX_CONCURRENT_RUNS": str(CAP), "PREFILL_LAB_ABANDON_GRACE_S": str(GRACE_S),
            "PREFILL_LAB_MAX_TOKENS_PER_VISITOR": str(PLANNED + 10)}  # one default run, not two
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.port", str(port),
-                             "--server.headless", "true"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        else:
-            pytest.fail("streamlit did not start")
+    with running_app(log_path, env=env) as (url, _):
         yield url, log_path
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -5,21 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from core.engine.server import free_port
 from core.roofline import peaks
 from core.roofline.peaks import Ceiling, Roof
-from tests.apptest import ROOT
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, READ_TABLE, idle
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, running_app
+from tests.test_browser import READ_TABLE, idle
 
 pytestmark = pytest.mark.browser
 SLOW = Roof("AMD EPYC Zen 1, 2 cores", Ceiling(15.3e9, "numpy float64 sum"), Ceiling(73e9, "numpy float32 matmul"),
@@ -32,28 +27,9 @@ def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     store = cache / "prefill-lab" / "roofline.json"
     store.parent.mkdir(parents=True)
     store.write_text(json.dumps({peaks.machine_key(): SLOW.to_dict()}))
-    port = free_port()
-    log_path: Path = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless",
-                                 "true", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "XDG_CACHE_HOME": str(cache)})
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.3)
-            else:
-                pytest.fail("streamlit did not start")
-            yield url
-        finally:
-            proc.terminate()
-            proc.wait(15)
+    log = tmp_path_factory.mktemp("streamlit") / "streamlit.log"
+    with running_app(log, env={**os.environ, "XDG_CACHE_HOME": str(cache)}) as (url, _):
+        yield url
 
 
 def test_roofline_page_draws_the_users_phases(app_url: str) -> None:

@@ -7,23 +7,20 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from core.engine.server import free_port
 from core.experiments.output_length import ID as OUTPUT
 from core.experiments.prefix_cache import ID as CACHE
 from core.store import CUT, RunStore
 from tests.apptest import ROOT
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, IDLE, running_app
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, IDLE
 
 pytestmark = pytest.mark.browser
 
@@ -36,29 +33,10 @@ READ_TABLE = """() => [...document.querySelectorAll("[data-testid='stDataFrame']
 
 @contextmanager
 def streamlit(db: Path, log: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
     environ = {**os.environ, "PREFILL_LAB_DB": str(db), "LLAMA_SERVER_BIN": str(ROOT / "no-engine-in-this-test"),
                **env}
-    with log.open("a") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless",
-                                 "true", "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                                cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=environ, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        else:
-            pytest.fail(f"streamlit did not start: {log.read_text()[-2000:]}")
-        yield url, proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(15)
+    with running_app(log, env=environ) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,10 @@ TIMESTAMP = ROOT / "tests" / "data" / "doctor" / "timestamp.jsonl"  # 4 rounds; 
 LINES = TIMESTAMP.read_text().splitlines()
 BODY = json.loads(LINES[0])
 RSS_BOUND_KB = 400_000  # the doctor's own memory while refusing an endless input: 50 MB read plus Python
-MEASURED = ("import resource, sys; from core.cli.main import main; rc = main(sys.argv[1:]); "
-            "print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)")
+# The child's own peak (VmHWM starts afresh at exec; getrusage's ru_maxrss keeps the forking pytest's peak).
+MEASURED = ("import re, sys; from core.cli.main import main; rc = main(sys.argv[1:]); "
+            "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+            "print('maxrss_kb', hwm, file=sys.stderr); sys.exit(rc)")
 
 
 def _wrapped(usage: Any) -> str:

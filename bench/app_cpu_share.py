@@ -74,7 +74,8 @@ def one_run(root: Path, experiment: str) -> dict[str, Any]:
         load = load_average()[0]
         machine0, app0, chromium0, start = _machine(), cpu_seconds(proc.pid), _chromium_s(), time.monotonic()
         main.get_by_role("button", name="Run", exact=True).click()
-        expect(page.get_by_text(done)).to_be_visible(timeout=600_000)
+        expect(main.get_by_role("button", name="Stop", exact=True)).to_be_enabled(timeout=60_000)  # this run began
+        expect(page.get_by_text(done)).to_be_visible(timeout=600_000)  # (not the saved run shown before it)
         idle(page, timeout=120)
         wall = time.monotonic() - start
         machine1, app1, chromium1 = _machine(), cpu_seconds(proc.pid), _chromium_s()

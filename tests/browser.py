@@ -28,14 +28,15 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 
 @contextmanager
 def running_app(log: Path | None = None, env: Mapping[str, str] | None = None,
-                flags: Sequence[str] = ()) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``streamlit run streamlit_app.py`` with ``env`` (default: this process's) and extra ``flags``; yields its URL
-    and process. Its output goes to ``log`` (appended), else nowhere."""
+                flags: Sequence[str] = (), root: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``streamlit run streamlit_app.py`` in ``root`` (default: this checkout; a benchmark may name an older one)
+    with ``env`` (default: this process's) and extra ``flags``; yields its URL and process. Its output goes to
+    ``log`` (appended), else nowhere."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
            "--server.port", str(port), "--browser.gatherUsageStats", "false", *flags]
     with (log.open("a") if log else open(os.devnull, "w")) as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env=dict(env) if env is not None else None)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -6,6 +6,11 @@ before its next request, so drawing never overlaps a timed request (see BENCHMAR
 redraw is an ``st.*`` call, so a click on Stop (a rerun) lands within half a second; the rounds
 already measured live in the run object in session state and survive the rerun, a page switch,
 or a reconnect.
+
+A redraw never costs more than the rounds it draws: when a round ends sooner after the last redraw than that
+redraw took (short rounds, a slow machine), its chart waits and the next redraw shows it with the rounds after it
+(`redraw_due`); a change of state and the run's end are always drawn at once. Rounds are drawn only as one ends,
+while the worker waits, never during a timed request.
 """
 
 from __future__ import annotations
@@ -196,6 +201,11 @@ def round_name(row: RoundResult) -> str:
 ROUNDS = Records(table=rounds_table, name=round_name)
 
 
+def redraw_due(since_last_s: float, last_cost_s: float) -> bool:
+    """Draw a new round now, or leave it for a later round: the time since the last redraw must pay for its cost."""
+    return since_last_s >= last_cost_s
+
+
 def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records: Records = ROUNDS) -> None:
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
     t = texts()
@@ -208,6 +218,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
         return
     status_box, body = st.empty(), st.empty()
     shown_rows, shown_status = -1, ""
+    seen_rows, drawn_at, draw_cost = -1, 0.0, 0.0  # the rounds seen, when the last redraw ended, what it took (s)
     was_active = run.active
     run.watched = True
     try:
@@ -217,8 +228,13 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
                 _status(t, run, snap, records)
                 if snap.warning:
                     st.warning(snap.warning, icon=":material/warning:")
-            if (len(snap.rows), snap.status) != (shown_rows, shown_status):
+            new_round, seen_rows = len(snap.rows) != seen_rows, len(snap.rows)  # the worker waits for it now
+            new_state = snap.status != shown_status or not _active(run, snap)
+            if (len(snap.rows), snap.status) != (shown_rows, shown_status) and (
+                new_state or new_round and redraw_due(time.perf_counter() - drawn_at, draw_cost)
+            ):
                 shown_rows, shown_status = len(snap.rows), snap.status
+                started = time.perf_counter()
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
                     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
                     busy_note(t, run.settings.get("cpu"))
@@ -229,7 +245,11 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
                         key=f"table-{run.run_id}-{snap.version}",
                         column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS},
                     )
+                drawn_at = time.perf_counter()
+                draw_cost = drawn_at - started
                 run.drawn()
+            elif new_round:
+                run.drawn()  # left for a later redraw: the next request need not wait
             if not _active(run, snap):
                 break
             run.wait_for_change(snap.version, 0.5)

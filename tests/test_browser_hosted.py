@@ -11,10 +11,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from core.experiments import output_length
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, running_app
+from tests.browser import running_app
 from tests.fake_openai import FakeOpenAIServer, Handler
 from tests.test_browser import idle
 
@@ -67,14 +67,6 @@ def hosted_url(api: CountingServer, tmp_path_factory: pytest.TempPathFactory) ->
            "PREFILL_LAB_MAX_TOKENS_PER_VISITOR": str(PLANNED + 10)}  # one default run, not two
     with running_app(log_path, env=env) as (url, _):
         yield url, log_path
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def visitor(browser: Browser, url: str) -> Page:

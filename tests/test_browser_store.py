@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from core.experiments.output_length import ID as OUTPUT
 from core.experiments.prefix_cache import ID as CACHE
 from core.store import CUT, RunStore
 from tests.apptest import ROOT
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, IDLE, running_app
+from tests.browser import IDLE, running_app
 from tests.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.browser
@@ -37,14 +37,6 @@ def streamlit(db: Path, log: Path, **env: str) -> Iterator[tuple[str, subprocess
                **env}
     with running_app(log, env=environ) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def new_tab(browser: Browser) -> Page:

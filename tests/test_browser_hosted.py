@@ -26,7 +26,11 @@ MAIN = "[data-testid='stMainBlockContainer']"
 
 
 class CountingServer(FakeOpenAIServer):
-    """The fake API, counting the requests it serves at once; while ``gate`` is clear, requests hold."""
+    """The fake API, counting the requests it serves at once; while ``gate`` is clear, requests hold.
+
+    A request stops counting just before its ``[DONE]`` is written: the client ends its run on reading
+    ``[DONE]``, so the next run's first request cannot arrive before the count went down. Counting until
+    the handler returned measured this server's own thread scheduling (a loaded CI saw "5 at once")."""
 
     def __init__(self, token_delay: float) -> None:
         super().__init__(token_delay=token_delay)
@@ -38,16 +42,29 @@ class CountingServer(FakeOpenAIServer):
         server = self
 
         class Counting(Handler):
+            counted = False
+
             def do_POST(self) -> None:
                 with server.guard:
                     server.inside += 1
                     server.most = max(server.most, server.inside)
+                self.counted = True
                 try:
                     server.gate.wait(180)
                     super().do_POST()
                 finally:
-                    with server.guard:
+                    self._leave()
+
+            def _write(self, data: bytes) -> None:
+                if data == b"data: [DONE]\n\n":
+                    self._leave()
+                super()._write(data)
+
+            def _leave(self) -> None:
+                with server.guard:
+                    if self.counted:
                         server.inside -= 1
+                        self.counted = False
 
         self.RequestHandlerClass = Counting
 

@@ -4,7 +4,7 @@
 #               them all
 #   make engine build llama-server from pinned source for this CPU (optional: fastest; the path for CPUs
 #               without AVX2 and for aarch64); cached under ~/.cache/prefill-lab and used from then on
-# For development: make test-fast (no server, no browser: seconds), make lint (ruff + mypy).
+# For development: make test-fast (no server, no browser, nothing slow: under a minute), make lint (ruff + mypy).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -50,7 +50,7 @@ test: setup-dev browser qemu lint
 	$(BIN)/python -m pytest -q
 
 test-fast: setup-dev
-	$(BIN)/python -m pytest -q -m "not llama and not browser"
+	$(BIN)/python -m pytest -q -m "not llama and not browser and not slow"
 
 lint: setup-dev
 	$(BIN)/ruff check .

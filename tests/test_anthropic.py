@@ -140,6 +140,7 @@ def test_experiment_3_reads_from_round_2_with_append_only_and_writes_every_round
     assert summary["timestamp_first"].cache_write_total == sum(r.cache_write_tokens for r in stamp)
 
 
+@pytest.mark.slow
 def test_cli_runs_experiment_3_on_anthropic_and_hides_the_key(fake_api, tmp_path):
     out = tmp_path / "run.json"
     env = {**os.environ, "MY_KEY": KEY}

@@ -33,6 +33,7 @@ def _run_cache(at: AppTest, rounds: int = 3) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     # warm-up, then append only 3 rounds, then timestamp first 3 rounds
     fake_api.cached_script = [0, 0, 900, 950, 0, 3, 3]
@@ -47,6 +48,7 @@ def test_prefix_cache_page_shows_scripted_rounds(fake_api):
     assert [b.label for b in at.get("download_button")] == ["Download CSV", "Download JSON", "Download HTML report"]
 
 
+@pytest.mark.slow
 def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api):
     at = app(backend="anthropic", preset="Anthropic", base_url=fake_api.base_url, model="claude-test",
              session_api_key=KEY)
@@ -63,6 +65,7 @@ def test_anthropic_backend_from_the_sidebar_reads_and_writes_the_cache(fake_api)
     assert KEY not in rendered(at)
 
 
+@pytest.mark.slow
 def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
     at = app(**api_state(fake_api))
     at.switch_page("app_pages/cache.py").run()
@@ -81,6 +84,7 @@ def test_upload_replaces_the_document_and_bad_upload_is_refused(fake_api):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_failing_backend_keeps_completed_rounds(fake_api):
     fake_api.cached_script = [0, 0]
     at = app(**api_state(fake_api))
@@ -106,6 +110,7 @@ def test_failing_backend_keeps_completed_rounds(fake_api):
     assert any("HTTP 500" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_typed_key_is_used_but_never_sent_back(fake_api):
     state = {k: v for k, v in api_state(fake_api).items() if k != "session_api_key"}
     at = app(**state)
@@ -123,6 +128,7 @@ def test_typed_key_is_used_but_never_sent_back(fake_api):
     assert KEY not in exported and '"api_key_set": true' in exported
 
 
+@pytest.mark.slow
 def test_key_never_reaches_the_page(fake_api):
     at = _run_cache(app(**api_state(fake_api, model="echo-key")), rounds=1)
     page = rendered(at)
@@ -136,6 +142,7 @@ def _metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label).split()[0]
 
 
+@pytest.mark.slow
 def test_home_page_quotes_this_sessions_numbers(fake_api):
     at = app(**api_state(fake_api))
     at.switch_page("app_pages/input.py").run()
@@ -158,6 +165,7 @@ def test_home_page_quotes_this_sessions_numbers(fake_api):
     assert f"recomputed {sent[4] - 2}." in text
 
 
+@pytest.mark.slow
 def test_page_settings_survive_a_page_switch():
     at = app(backend="llama", llama_url="http://127.0.0.1:9")  # no server needed to change settings
     at.switch_page("app_pages/cache.py").run()
@@ -168,6 +176,7 @@ def test_page_settings_survive_a_page_switch():
     assert not at.exception and not at.warning
 
 
+@pytest.mark.slow
 def test_a_run_that_failed_at_once_does_not_blame_the_backend_for_missing_counts(fake_api):
     at = _run_cache(app(**api_state(fake_api, model="500")), rounds=2)
     assert any("HTTP 500" in e.value for e in at.error)

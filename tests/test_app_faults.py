@@ -18,6 +18,7 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,needle", [
     ("401", "API key was rejected"), ("404", "does not exist"), ("429", "retry after 7 s"), ("500", "server failed"),
     ("cut", "cut after"), ("garbage", "Malformed JSON"), ("no-stream", "cannot stream"), ("slow", "read timeout"),
@@ -42,6 +43,7 @@ def test_fault_after_a_good_round_keeps_it(fake_api, monkeypatch, fault, needle)
     assert open_fds() <= fds + 2, "no socket is left open"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quirk", ["keepalive", "reasoning", "no-usage"])
 def test_quirks_are_measured_normally(fake_api, quirk):
     fake_api.fault, fake_api.fault_after = quirk, 0

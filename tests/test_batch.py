@@ -122,6 +122,7 @@ def _api_sweep(server: FakeOpenAIServer, levels: list[int], output_tokens: int =
         return list(batch.rounds(RunContext(conn, **run), batch.Settings(tuple(levels), output_tokens, prompt_tokens)))
 
 
+@pytest.mark.slow
 def test_one_failing_stream_at_n4_is_recorded_and_nothing_else_is_lost(failing_api):
     # request 1 is the warm-up, 2-5 the prefill phase of N = 4, 6-9 its decode phase: the 7th fails
     failing_api.fail_at = 7  # type: ignore[attr-defined]
@@ -220,6 +221,7 @@ def _run_page(at: AppTest) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_page_runs_the_sweep_and_names_a_failing_stream(failing_api):
     failing_api.fail_at = 5  # warm-up, N = 1 (2 requests), then N = 2's prefill phase: its second request fails
     at = _run_page(app(**api_state(failing_api), batch_concurrency=[1, 2]))
@@ -229,6 +231,7 @@ def test_page_runs_the_sweep_and_names_a_failing_stream(failing_api):
     assert any("Some requests failed: N = 2: HTTP 500" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_page_in_chinese_and_the_home_page_quotes_the_sweep(fake_api):
     at = _run_page(app(**api_state(fake_api), batch_concurrency=[1, 2], lang="zh"))
     assert not at.exception and at.title[0].value == "实验 4 · 多个请求同时进行"
@@ -239,6 +242,7 @@ def test_page_in_chinese_and_the_home_page_quotes_the_sweep(fake_api):
     assert any("实验 4：同时请求数从 1 增加到 2" in m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_hosted_visitor_cannot_choose_more_than_the_limit(fake_api):
     at = app(batch_concurrency=[1, 2, 4, 8], model="ok", backend="api", preset="vLLM", base_url=fake_api.base_url)
     for name, value in {"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_ALLOWED_BASE_URLS": fake_api.base_url,
@@ -252,6 +256,7 @@ def test_hosted_visitor_cannot_choose_more_than_the_limit(fake_api):
     assert len(fake_api.requests) == 1 + 2 * (1 + 2), "the warm-up, then two phases at N = 1 and N = 2 only"
 
 
+@pytest.mark.slow
 def test_page_shows_the_recorded_sweep_without_any_backend(fake_api):
     at = app(**api_state(fake_api))
     at.run()

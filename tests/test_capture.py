@@ -111,6 +111,7 @@ def test_llama_stream_reaches_the_agent_as_direct_and_is_logged(local_server, lo
     assert 0 < response["ttft_ms"] <= response["total_ms"]
 
 
+@pytest.mark.slow
 def test_stream_passes_unchanged_and_unbuffered(log):
     with FakeOpenAIServer(token_delay=0.25) as fake, CaptureServer(fake.base_url, log) as proxy:
         direct = httpx.post(fake.base_url + "/chat/completions", json=_chat(), timeout=30).content
@@ -217,6 +218,7 @@ def test_other_paths_pass_through_unlogged(proxied, log):
     assert _lines(log, proxied) == []
 
 
+@pytest.mark.slow
 def test_concurrent_requests_give_whole_lines(proxied, log):
     def send(worker: int) -> None:
         for turn in range(3):  # many small parts: a line written piece by piece would interleave
@@ -257,6 +259,7 @@ def test_doctor_finds_the_break_sent_through_the_proxy(proxied, log, tmp_path):
     assert found.cause in (doctor.TIMESTAMP, doctor.SYSTEM_PROMPT_CHANGED)  # main's doctor says the latter
 
 
+@pytest.mark.slow
 def test_cli_says_where_to_point_the_agent_and_ctrl_c_lets_a_call_in_flight_finish(log):
     script = ("import argparse, sys; from core.cli import capture as c; p = argparse.ArgumentParser(); "
               "c.add_arguments(p); sys.exit(c.run(p.parse_args(sys.argv[1:])))")

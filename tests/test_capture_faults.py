@@ -51,6 +51,7 @@ def log(tmp_path: Path) -> Path:
     return tmp_path / "capture.jsonl"
 
 
+@pytest.mark.slow
 def test_fifty_agents_at_once_are_each_forwarded_and_logged_once(fake_api: FakeOpenAIServer, log: Path) -> None:
     agents = 50
     start = threading.Barrier(agents)
@@ -136,6 +137,7 @@ def test_a_line_cut_by_an_earlier_crash_is_not_glued_to_the_next_record(fake_api
     assert bad == [2] and [r["request"]["messages"][0]["content"] for r in records] == ["first", "after the crash"]
 
 
+@pytest.mark.slow
 def test_kill_9_mid_write_then_a_restart_leaves_a_readable_log(fake_api: FakeOpenAIServer, log: Path) -> None:
     """Large records are written while the proxy is killed; a new proxy appends to the same log."""
     def start() -> tuple[subprocess.Popen[str], str]:

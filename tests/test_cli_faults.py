@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.records import RoundResult
 from tests.fake_openai import FakeOpenAIServer
@@ -34,6 +36,7 @@ def test_an_endless_stream_stops_at_the_asked_number_of_tokens(fake_api: FakeOpe
     assert text == " more" * 6 and seconds < 10  # the sixth chunk shows the ask was passed; reading stops there
 
 
+@pytest.mark.slow
 def test_a_stream_of_only_pings_is_ended_by_the_deadline() -> None:
     with FakeOpenAIServer(token_delay=0.05) as server:
         seconds, error, _ = _stream(server, "ping-only", deadline_s=1.0)
@@ -41,6 +44,7 @@ def test_a_stream_of_only_pings_is_ended_by_the_deadline() -> None:
     assert "--deadline" in error and 0.9 < seconds < 5
 
 
+@pytest.mark.slow
 def test_an_endless_stream_under_a_large_max_tokens_is_ended_by_the_deadline() -> None:
     with FakeOpenAIServer(token_delay=0.05) as server:
         seconds, error, text = _stream(server, "endless", deadline_s=1.0, max_tokens=100_000)
@@ -48,6 +52,7 @@ def test_an_endless_stream_under_a_large_max_tokens_is_ended_by_the_deadline() -
     assert 0.9 < seconds < 5
 
 
+@pytest.mark.slow
 def test_a_silent_server_is_ended_by_the_deadline_not_the_read_timeout(fake_api: FakeOpenAIServer) -> None:
     seconds, error, _ = _stream(fake_api, "slow", deadline_s=1.0)  # "slow" sends its first byte after 3 s
     assert "still open at its 1 s deadline (nothing had arrived)" in error and seconds < 2.5
@@ -57,6 +62,7 @@ def _cli(server: FakeOpenAIServer, model: str, *argv: str) -> list[str]:
     return [sys.executable, "-m", "core", "--backend", "api", "--url", server.base_url, "--model", model, *argv]
 
 
+@pytest.mark.slow
 def test_non_numeric_usage_is_recorded_as_unreadable_never_a_crash(fake_api: FakeOpenAIServer, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     proc = subprocess.run(_cli(fake_api, "bad-usage", "--only", "output", "--lengths", "4", "--json", str(out)),
@@ -71,6 +77,7 @@ def test_non_numeric_usage_is_recorded_as_unreadable_never_a_crash(fake_api: Fak
     assert RoundResult(**row).unreadable_fields == row["unreadable_fields"]
 
 
+@pytest.mark.slow
 def test_the_cli_deadline_ends_a_pinging_stream_with_a_clear_message(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     with FakeOpenAIServer(token_delay=0.05) as server:
@@ -82,6 +89,7 @@ def test_the_cli_deadline_ends_a_pinging_stream_with_a_clear_message(tmp_path: P
     assert data["settings"]["deadline_s"] == 1.0 and "deadline" in data["rounds"][0]["error"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_was_measured_then_exits_130(tmp_path: Path) -> None:
     json_out, csv_out = tmp_path / "run.json", tmp_path / "run.csv"
     with FakeOpenAIServer(token_delay=0.3) as server:  # about 2 s a request: time to press Ctrl-C mid-run

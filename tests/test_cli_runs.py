@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from core.experiments.output_length import ID as OUTPUT
 from core.experiments.runner import DONE, FAILED, STOPPED
 from core.experiments.samples import EMBEDDED_DEFAULT
@@ -36,6 +38,7 @@ def stored(db: Path) -> RunStore:
     return open_store(str(db))
 
 
+@pytest.mark.slow
 def test_an_experiment_command_saves_its_rounds(fake_api: FakeOpenAIServer, tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     proc = core(db, *experiment(fake_api), key=KEY)
@@ -47,12 +50,14 @@ def test_an_experiment_command_saves_its_rounds(fake_api: FakeOpenAIServer, tmp_
     assert saved.id in listing.stdout and " output " in listing.stdout and "done" in listing.stdout
 
 
+@pytest.mark.slow
 def test_no_save_saves_nothing(fake_api: FakeOpenAIServer, tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     assert core(db, *experiment(fake_api), "--no-save").returncode == 0
     assert [r.id for r in stored(db).runs()] == [REFERENCE_ID]
 
 
+@pytest.mark.slow
 def test_a_key_echoed_by_the_api_never_reaches_the_store(fake_api: FakeOpenAIServer, tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     proc = core(db, *experiment(fake_api, model="echo-key"), key=KEY)
@@ -65,6 +70,7 @@ def test_a_key_echoed_by_the_api_never_reaches_the_store(fake_api: FakeOpenAISer
         assert KEY not in core(db, "runs", action, saved.id).stdout
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_rounds_and_marks_the_run_stopped(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     with FakeOpenAIServer(token_delay=0.05) as slow:  # 0.05 s a token: the 64-token round takes 3 s
@@ -80,6 +86,7 @@ def test_ctrl_c_keeps_the_rounds_and_marks_the_run_stopped(tmp_path: Path) -> No
     assert saved.status == STOPPED and saved.rounds == 1
 
 
+@pytest.mark.slow
 def test_export_import_show_rename_delete(tmp_path: Path) -> None:
     mine, friends = tmp_path / "mine.sqlite", tmp_path / "friend.sqlite"
     imported = core(mine, "runs", "import", str(EMBEDDED_DEFAULT))
@@ -102,6 +109,7 @@ def test_export_import_show_rename_delete(tmp_path: Path) -> None:
     assert core(friends, "runs", "delete", copy.id).returncode == 0 and stored(friends).get(copy.id) is None
 
 
+@pytest.mark.slow
 def test_import_refuses_with_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "findings.json"
     bad.write_text('{\n  "settings": {},\n  "rounds": [\n    {"experiment": "cache", "round": 1, "x": 1}\n]}\n')
@@ -110,6 +118,7 @@ def test_import_refuses_with_file_and_line(tmp_path: Path) -> None:
     assert f"{bad}, line 4 (round 1): unknown field 'x'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_report_command_writes_one_html_file(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     ids = core(db, "runs", "import", str(EMBEDDED_DEFAULT)).stdout.split(": ", 1)[1].strip().split(", ")
@@ -121,6 +130,7 @@ def test_report_command_writes_one_html_file(tmp_path: Path) -> None:
     assert core(db, "report", "nope", "--html", str(out)).returncode == 2
 
 
+@pytest.mark.slow
 def test_two_app_writers_and_a_cli_run_at_once(fake_api: FakeOpenAIServer, tmp_path: Path) -> None:
     """What the app does per round (`RunStore.add`) from two processes, while the CLI saves its run."""
     db = tmp_path / "runs.sqlite"

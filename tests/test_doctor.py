@@ -100,6 +100,7 @@ def test_a_change_in_any_part_that_reaches_the_model_is_found():
         assert finding.breaks_cache, path
 
 
+@pytest.mark.slow
 def test_unrecognised_lines_are_named_never_an_all_clear():
     transcript = doctor.load_paths([FIXTURES / "unrecognised.jsonl"])
     assert transcript.rounds == []
@@ -110,6 +111,7 @@ def test_unrecognised_lines_are_named_never_an_all_clear():
     assert "No round breaks" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_malformed_lines_are_named_and_the_rest_analysed():
     analysis = analyse("malformed")
     assert len(analysis.findings) == 2
@@ -119,6 +121,7 @@ def test_malformed_lines_are_named_and_the_rest_analysed():
     assert proc.returncode == 0 and "2 lines could not be read" in proc.stdout and "No round breaks" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_previous_response_id_says_the_history_cannot_be_checked():
     analysis = analyse("responses_chained")
     assert [f.cause for f in analysis.findings[1:]] == [doctor.SERVER_HISTORY] * 2
@@ -332,6 +335,7 @@ def test_comparison_finds_the_break_in_long_rounds():
     assert doctor.common_prefix_length(base, base + "more") == 200_000
 
 
+@pytest.mark.slow
 def test_cli_json_records(tmp_path):
     out = tmp_path / "findings.json"
     proc = cli(str(FIXTURES / "scenario_captured.jsonl"), "--json", str(out), "--provider", "Anthropic")
@@ -349,6 +353,7 @@ def test_cli_json_records(tmp_path):
     assert rounds[1]["measured_cached_tokens"] == 1400 and rounds[3]["verdict"] == "provider_missed"
 
 
+@pytest.mark.slow
 def test_cli_fail_on_break_and_allow():
     log = str(FIXTURES / "history_truncated.jsonl")
     failed = cli(log, "--fail-on-break")
@@ -359,6 +364,7 @@ def test_cli_fail_on_break_and_allow():
     assert cli(str(FIXTURES / "clean.jsonl"), "--fail-on-break").returncode == 0
 
 
+@pytest.mark.slow
 def test_cli_refuses_binary_input(tmp_path):
     bad = tmp_path / "log.jsonl"
     bad.write_bytes(b"\x00\x00binary")
@@ -366,6 +372,7 @@ def test_cli_refuses_binary_input(tmp_path):
     assert proc.returncode == 2 and "binary" in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,endpoint", [("scenario_chat", "/v1/chat/completions"),
                                            ("scenario_anthropic", "/v1/messages")])
 def test_the_capture_proxys_log_is_read_with_its_usage(fake_api, tmp_path, name, endpoint):
@@ -423,6 +430,7 @@ def test_replayed_tools_go_in_a_preamble_for_llama_server_and_as_tools_for_an_ap
     assert to_api.extra["tools"] == round_.raw_tools and not to_api.messages[0]["content"].startswith("[tools]")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,text,needle", [
     ("agent.log", '2025-01-01T10:00:00Z INFO request {"messages": [{"role": "user", "content": "hi"}]}\n',
      "line 1: expected a JSON request body"),

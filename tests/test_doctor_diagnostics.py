@@ -86,6 +86,7 @@ def test_a_changed_cache_key_is_named():
     assert not finding.breaks_cache and finding.unexplained == [doctor.ROUTING_CHANGED]
 
 
+@pytest.mark.slow
 def test_cli_shows_both_verdicts_and_the_timeline_reasons():
     proc = subprocess.run([sys.executable, "-m", "core", "doctor", str(FIXTURES / "diagnostics_anthropic.jsonl")],
                           capture_output=True, text=True, timeout=60)

@@ -126,6 +126,7 @@ def test_a_text_input_cannot_be_fixed():
         fix.fix_log("prompt.txt", "You are a helpful agent.\n")
 
 
+@pytest.mark.slow
 def test_cli_write_fixed_gives_a_log_the_doctor_finds_no_break_in(tmp_path):
     out, report = tmp_path / "fixed.jsonl", tmp_path / "report.json"
     proc = subprocess.run([sys.executable, "-m", "core", "doctor", str(FIXTURES / "timestamp.jsonl"),

@@ -56,6 +56,7 @@ def test_plain_lines_follow_the_lines_that_show_a_format():
     assert doctor.load_inputs([("log.jsonl", log(*wrapped))]).formats == [doctor.ANTHROPIC], "the endpoint decides"
 
 
+@pytest.mark.slow
 def test_a_real_mix_is_reported_as_a_mix_never_as_a_break():
     """pydantic-ai's recording of one agent whose history moves from OpenAI Responses to Gemini."""
     transcript = doctor.load_paths([CASSETTES / "pydantic-ai__thinking_with_tool_calls_from_other_model.jsonl"])
@@ -71,6 +72,7 @@ def test_a_real_mix_is_reported_as_a_mix_never_as_a_break():
     assert "first breaks" not in proc.stdout and "in the tool list" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_format_can_be_forced(tmp_path):
     first, second = bodies("pydantic-ai__anthropic_model_thinking_part")
     path = tmp_path / "log.jsonl"

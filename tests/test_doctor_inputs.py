@@ -90,6 +90,7 @@ def _measured(*argv: str, timeout: float = 60) -> tuple[subprocess.CompletedProc
     return proc, time.monotonic() - started, rss
 
 
+@pytest.mark.slow
 def test_dev_zero_is_refused_at_the_size_cap_in_bounded_time_and_memory() -> None:
     proc, seconds, rss = _measured("/dev/zero")
     assert proc.returncode == 2 and "/dev/zero is larger than 50 MB (reading stopped there)" in proc.stderr
@@ -97,6 +98,7 @@ def test_dev_zero_is_refused_at_the_size_cap_in_bounded_time_and_memory() -> Non
     assert seconds < 30 and rss < RSS_BOUND_KB, (seconds, rss)
 
 
+@pytest.mark.slow
 def test_a_fifo_is_read_once(tmp_path: Path) -> None:
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
@@ -114,6 +116,7 @@ def test_a_fifo_is_read_once(tmp_path: Path) -> None:
     assert seconds < 30 and rss < RSS_BOUND_KB, (seconds, rss)
 
 
+@pytest.mark.slow
 def test_process_substitution_of_a_gzip_log(tmp_path: Path) -> None:
     packed = tmp_path / "agent.jsonl.gz"
     packed.write_bytes(gzip.compress(TIMESTAMP.read_bytes()))

@@ -3,6 +3,8 @@ the provider's measured hits shown, and input it cannot read reported as an erro
 
 from __future__ import annotations
 
+import pytest
+
 from tests.apptest import ROOT, api_state, app, rendered
 
 FIXTURES = ROOT / "tests" / "data" / "doctor"
@@ -16,6 +18,7 @@ def upload(fake_api, name: str, data: bytes):
     return at
 
 
+@pytest.mark.slow
 def test_cache_doctor_page_finds_the_breaker_and_replays(fake_api):
     at = upload(fake_api, "agent.jsonl", (FIXTURES / "timestamp.jsonl").read_bytes())
     assert at.error[0].value.startswith("Round 3 broke the cache: a timestamp or date that changes, in message 0")
@@ -28,6 +31,7 @@ def test_cache_doctor_page_finds_the_breaker_and_replays(fake_api):
     assert len(fake_api.requests) == 4 and fake_api.requests[2]["body"]["tools"], "rounds replayed as logged"
 
 
+@pytest.mark.slow
 def test_captured_anthropic_log_shows_format_audit_and_measured_hits(fake_api):
     at = upload(fake_api, "captured.jsonl", (FIXTURES / "scenario_captured.jsonl").read_bytes())
     assert at.error[0].value.startswith("Round 3 broke the cache: a timestamp or date that changes, in message 0")
@@ -43,6 +47,7 @@ def test_captured_anthropic_log_shows_format_audit_and_measured_hits(fake_api):
     assert "python -m core capture --upstream URL --port P --out LOG.jsonl" in rendered(at)
 
 
+@pytest.mark.slow
 def test_cache_doctor_page_reports_bad_lines_and_bad_files(fake_api):
     at = upload(fake_api, "log.jsonl", (FIXTURES / "malformed.jsonl").read_bytes())
     warnings = [w.value for w in at.warning]

@@ -3,6 +3,8 @@ own diagnosis beside the doctor's, what the payload cannot show, and the timelin
 
 from __future__ import annotations
 
+import pytest
+
 from tests.apptest import ROOT, api_state, app
 
 FIXTURES = ROOT / "tests" / "data" / "doctor"
@@ -16,6 +18,7 @@ def upload(fake_api, path, name: str = "agent.jsonl"):
     return at
 
 
+@pytest.mark.slow
 def test_provider_diagnosis_unexplained_miss_and_timeline(fake_api):
     at = upload(fake_api, FIXTURES / "diagnostics_anthropic.jsonl")
     subheaders = [h.value for h in at.subheader]
@@ -31,6 +34,7 @@ def test_provider_diagnosis_unexplained_miss_and_timeline(fake_api):
     assert any("the line is the provider's cache lifetime (300 s)" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_a_mixed_log_is_named_and_the_format_can_be_chosen(fake_api):
     at = upload(fake_api, FIXTURES / "cassettes" / "pydantic-ai__thinking_with_tool_calls_from_other_model.jsonl")
     assert any("This log mixes formats" in w.value for w in at.warning)

@@ -48,11 +48,13 @@ def engine_command(*argv: str) -> tuple[int, dict]:
     return code, json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_the_default_engine_needs_only_avx2_fma_f16c():
     needed = cpu.needed_flags(wheel_binary())
     assert needed == {"avx2", "fma", "f16c"}
 
 
+@pytest.mark.slow
 def test_a_build_with_avx_vnni_is_skipped_on_a_cpu_without_it(monkeypatch, tmp_path):
     library = tmp_path / "vnni" / "libggml-cpu.so"
     source = tmp_path / "vnni.c"
@@ -105,6 +107,7 @@ def test_sigill_at_start_names_the_cause_and_the_binary_is_not_chosen_again(monk
         find_server_binary()
 
 
+@pytest.mark.slow
 def test_the_engine_command_reports_a_sigill_binary_in_words(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("LLAMA_SERVER_BIN", str(sigill_binary(tmp_path / "bin")))
     code, data = engine_command()
@@ -147,6 +150,7 @@ add_executable(other other.c)
 """
 
 
+@pytest.mark.slow
 def test_the_native_build_builds_caches_and_is_chosen(tmp_path):
     project = tmp_path / "tiny"
     project.mkdir()
@@ -164,6 +168,7 @@ def test_the_native_build_builds_caches_and_is_chosen(tmp_path):
     assert lines == [f"A native build is already cached: {built}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decode,rebuilt", [(30.0, True), (60.0, False)])
 def test_a_native_build_slower_than_the_prebuilt_engine_is_rebuilt_without_avx512(monkeypatch, tmp_path, decode,
                                                                                      rebuilt):
@@ -194,6 +199,7 @@ def test_a_missing_compiler_names_the_package(monkeypatch, tmp_path):
         build_native(lambda line: None, source=tmp_path)
 
 
+@pytest.mark.slow
 def test_the_sidebar_says_a_sigill_binary_lacks_cpu_instructions(monkeypatch, tmp_path):
     from tests.apptest import app
     from ui.engine import embedded_server
@@ -216,6 +222,7 @@ def build_panel() -> None:
     offer_native_build(Texts("en"))
 
 
+@pytest.mark.slow
 def test_the_sidebar_build_shows_progress_and_the_result(monkeypatch, tmp_path):
     from functools import partial
 
@@ -256,6 +263,7 @@ def test_several_slots_share_one_unified_kv_cache(tmp_path):
     assert "kv_unified = 'true'" in server.log_path.read_text()
 
 
+@pytest.mark.slow
 def test_every_page_says_why_when_no_engine_can_run(monkeypatch, tmp_path):
     """No binary at all: every page still renders (the sidebar says why), and experiment 4 says so too."""
     from tests.apptest import PAGES, app

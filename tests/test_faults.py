@@ -62,6 +62,7 @@ def test_inline_think_stream_over_http(fake_api):
     assert result.ttft_s - result.first_reasoning_s >= 5 * fake_api.token_delay
 
 
+@pytest.mark.slow
 def test_first_byte_later_than_timeout(fake_api):
     timeout = httpx.Timeout(connect=2, read=SLOW_SECONDS / 3, write=2, pool=2)
     with _backend(fake_api, "slow", timeout=timeout) as backend:
@@ -104,6 +105,7 @@ def test_api_cache_rounds_read_cached_tokens(fake_api):
     assert bodies[1]["messages"][0] == bodies[0]["messages"][0], "append only keeps the system prompt"
 
 
+@pytest.mark.slow
 def test_no_thread_leak_after_many_faults(fake_api):
     before = threading.active_count()
     for model in ["401", "cut", "garbage", "500"] * 3:
@@ -112,6 +114,7 @@ def test_no_thread_leak_after_many_faults(fake_api):
     assert threading.active_count() <= before + 2  # the fake server's handler threads wind down
 
 
+@pytest.mark.slow
 def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
     out = tmp_path / "run.json"
     env = {**os.environ, "MY_KEY": KEY}
@@ -127,6 +130,7 @@ def test_cli_against_fake_api_keeps_rounds_and_hides_key(fake_api, tmp_path):
     assert json.loads(data)["settings"]["api_key_set"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,needle", [
     ("401", "API key was rejected"), ("404", "does not exist"), ("429", "retry after 7 s"), ("500", "server failed"),
     ("cut", "cut after"), ("garbage", "Malformed JSON"), ("no-stream", "cannot stream"),

@@ -112,6 +112,7 @@ def no_spawn(monkeypatch):
     return spawned
 
 
+@pytest.mark.slow
 def test_hosted_pages_show_only_apis_and_start_no_process(no_spawn):
     at = hosted_app()
     at.run()
@@ -132,6 +133,7 @@ def test_hosted_refuses_a_loopback_url_even_when_listed(fake_api, no_spawn):
     assert fake_api.requests == [] and no_spawn == []
 
 
+@pytest.mark.slow
 def test_hosted_budget_and_upload_limit(fake_api):
     at = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true", PREFILL_LAB_MAX_ROUNDS="4",
                     PREFILL_LAB_MAX_DOC_MB="0.001")
@@ -143,6 +145,7 @@ def test_hosted_budget_and_upload_limit(fake_api):
     assert any("the limit is" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_an_operator_key_never_goes_to_another_providers_url(fake_api):
     """Preset OpenAI with the operator's OpenAI key, but another allowed base URL chosen: no key is sent."""
     operator_key = "sk-OPERATOR-OPENAI-0123456789"
@@ -158,6 +161,7 @@ def test_an_operator_key_never_goes_to_another_providers_url(fake_api):
     assert operator_key not in rendered(at)
 
 
+@pytest.mark.slow
 def test_visitor_keys_stay_in_their_own_session(fake_api):
     first = hosted_app(fake_api, PREFILL_LAB_ALLOW_LOOPBACK="true")
     first.run()

@@ -144,6 +144,7 @@ def test_one_visitor_may_not_hold_more_runs_than_allowed_even_pressing_at_once()
     assert again.status == DONE, "once a visitor's run ended, they may run again"
 
 
+@pytest.mark.slow
 def test_a_run_whose_page_is_gone_is_stopped_after_the_grace_and_its_connection_cut():
     gate = Gate()
     page = {"alive": True}
@@ -225,6 +226,7 @@ def run_log() -> Iterator[LogLines]:
         RUN_LOG.removeHandler(handler)
 
 
+@pytest.mark.slow
 def test_a_hosted_run_is_budgeted_and_logged_for_the_operator_without_the_key(fake_api, run_log):
     """Via the page: the visitor's first run fits the per-visitor budget, the second does not and is told so;
     the log has one line per run with tokens, model and outcome, and never the key."""
@@ -273,6 +275,7 @@ class Redirecting(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+@pytest.mark.slow
 def test_a_redirect_is_reported_as_one_with_where_to_and_not_followed(fake_api):
     Redirecting.target = fake_api.base_url + "/chat/completions"
     server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)

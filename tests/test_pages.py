@@ -21,6 +21,7 @@ def test_every_page_renders_in_both_languages(fake_api, page):
     assert fake_api.requests == [], "rendering a page sends nothing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("page", "state", "columns"), [
     ("app_pages/input.py", {"input_sizes": [128, 256], "input_repeats": 3}, ["ttft_ms"]),
     ("app_pages/output.py", {"output_lengths": [8, 16], "output_repeats": 3},

@@ -57,6 +57,7 @@ def test_probe_measures_plausible_peaks_and_names_its_kernels() -> None:
     assert memory.threads == peaks.cores()
 
 
+@pytest.mark.slow
 def test_machine_roof_is_cached_per_machine_and_rerun_on_demand(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
@@ -71,6 +72,7 @@ def test_machine_roof_is_cached_per_machine_and_rerun_on_demand(tmp_path: Path,
     assert peaks.machine_roof(rerun=True).as_of >= first.as_of
 
 
+@pytest.mark.slow
 def test_smollm2_gguf_facts_match_the_hand_count(smol: ModelFacts) -> None:
     assert smol.n_params == SMOL_PARAMS and smol.size_bytes == SMOL_BYTES
     assert smol.tied_embeddings is True  # no output.weight: the head reads the whole embedding table
@@ -167,6 +169,7 @@ def test_roof_line_bends_at_the_ridge() -> None:
     assert line[min(line)] == pytest.approx(15.3e9 * min(line)) and line[max(line)] == 73e9
 
 
+@pytest.mark.slow
 def test_cli_prints_and_writes_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

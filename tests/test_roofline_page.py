@@ -48,6 +48,7 @@ def texts_of(at) -> str:  # type: ignore[no-untyped-def]
                      + [s.value for s in at.success])
 
 
+@pytest.mark.slow
 def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache_roof(tmp_path, monkeypatch, SLOW)
     slow_levels = levels([59.9, 65.9], [100.6, 101.0])  # decode 1.10x from 1 to 4 streams, as measured there
@@ -63,6 +64,7 @@ def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatc
     assert "about **1.8x** faster per token" in texts_of(at)
 
 
+@pytest.mark.slow
 def test_fast_cpu_page_says_batching_can_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache_roof(tmp_path, monkeypatch, FAST)
     at = app(history=batch_history(levels([60.0, 210.0], [420.0, 430.0]), "desktop levels"), lang="en")
@@ -82,6 +84,7 @@ def test_chinese_prediction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert not at.exception and "这台机器演示不出来" in texts_of(at)
 
 
+@pytest.mark.slow
 def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     cache_roof(tmp_path, monkeypatch, None)
@@ -115,6 +118,7 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     assert {"experiment 1", "experiment 2", "experiment 4 · N = 8", "experiment 5"} <= runs
 
 
+@pytest.mark.slow
 def test_home_button_measures_this_machine_in_one_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      fake_api) -> None:  # type: ignore[no-untyped-def]
     """The probe, then short runs of experiments 1, 2 and 4, one after another, all kept in the history."""
@@ -131,6 +135,7 @@ def test_home_button_measures_this_machine_in_one_go(tmp_path: Path, monkeypatch
     assert not at.session_state["measure_machine_chain"]
 
 
+@pytest.mark.slow
 def test_sidebar_offers_the_ggufs_local_runners_keep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GGUF in llama.cpp's cache shows in the sidebar; picking it restarts the embedded server with it."""
     from core.engine.choice import find_model
@@ -154,6 +159,7 @@ def test_sidebar_offers_the_ggufs_local_runners_keep(tmp_path: Path, monkeypatch
     assert any("smol-copy.gguf" in c.value for c in at.sidebar.caption)  # the restarted server loaded it
 
 
+@pytest.mark.slow
 def test_a_run_on_a_busy_machine_says_so_beside_the_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             fake_api) -> None:  # type: ignore[no-untyped-def]
     """The fake API listens on 127.0.0.1 in this process, so this process is the server the run measures;

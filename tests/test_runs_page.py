@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.experiments.samples import EMBEDDED_DEFAULT
@@ -26,6 +27,7 @@ def listed(at: AppTest) -> list[str]:
     return list(at.dataframe[0].value["run"])
 
 
+@pytest.mark.slow
 def test_import_rename_delete(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     at = runs_page(db)
@@ -50,6 +52,7 @@ def test_import_rename_delete(tmp_path: Path) -> None:
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_a_run_is_saved_and_listed_on_its_page(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     with FakeOpenAIServer() as fake:
@@ -67,6 +70,7 @@ def test_a_run_is_saved_and_listed_on_its_page(tmp_path: Path) -> None:
     assert len(fresh.dataframe[0].value) == 2 and list(fresh.dataframe[1].value["rounds"]) == [2]
 
 
+@pytest.mark.slow
 def test_hosted_visitors_see_only_their_own_runs(tmp_path: Path) -> None:
     db = tmp_path / "runs.sqlite"
     hosted = {"PREFILL_LAB_HOSTED": "true"}

@@ -132,6 +132,7 @@ time.sleep(float(sys.argv[2]))
 """
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_server_are_serialised_and_the_waiter_hears_who_holds_it(lock_dir: Path):
     url = "http://127.0.0.1:8080"
     other = subprocess.Popen([sys.executable, "-c", HOLD, url + "/v1/", "1.5"], cwd=ROOT, stdout=subprocess.PIPE,
@@ -171,6 +172,7 @@ def test_apis_are_not_locked_llama_servers_are():
     assert Target("local", "http://127.0.0.1:9999").lock_key() == "http://127.0.0.1:9999"
 
 
+@pytest.mark.slow
 def test_two_api_runs_on_one_url_run_at_the_same_time(fake_api):
     """The lock is for a llama-server's slots, not for an API: two runs overlap."""
     fake_api.token_delay = 0.2
@@ -201,6 +203,7 @@ class SlotsHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+@pytest.mark.slow
 def test_a_client_that_takes_no_lock_is_seen_on_the_servers_slots_and_warned_about(lock_dir: Path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), SlotsHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -105,6 +105,7 @@ def test_no_key_reaches_the_file(db: Path) -> None:
     assert saved is not None and "api_key" not in saved.settings and "***" in saved.settings["base_url"]
 
 
+@pytest.mark.slow
 def test_a_killed_writer_leaves_its_rounds_and_a_cut_run(db: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
@@ -166,6 +167,7 @@ def test_another_programs_database_is_not_taken_over(db: Path) -> None:
     assert "not a Prefill Lab run store (tables: invoices)" in store.problem and digest(db) == before
 
 
+@pytest.mark.slow
 def test_locked_by_another_process(db: Path) -> None:
     open_store(str(db)).close()
     holder = subprocess.Popen(
@@ -261,6 +263,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_processes_writing_at_once_lose_and_mix_nothing(db: Path) -> None:
     open_store(str(db)).close()
     n = 300

@@ -33,6 +33,7 @@ class FakeRuntime:
         return session_id in self.active
 
 
+@pytest.mark.slow
 def test_a_closed_sessions_uploads_are_freed_after_the_reconnect_window(monkeypatch: pytest.MonkeyPatch):
     runtime = FakeRuntime()
     monkeypatch.setattr(visitor, "Runtime", runtime)

@@ -1,31 +1,14 @@
 """The explainer: the chapter's ideas, with this session's own numbers where it has them."""
 
-from typing import Any
-
 import streamlit as st
 
-from ui.charts import prefix_diagram, timeline_chart
-from ui.content import Texts
+from ui.figures import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
 from ui.measure_machine import measure_machine_button
 from ui.measured import measured
 from ui.roofline import backend_prediction
 from ui.texts import language, texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
-
-
-
-# Every new visitor lands here: the two figures are built (and validated by Altair) once per language and
-# numbers, not on every visit, which took a third of a new session's CPU (BENCHMARKS.md, "Opening the hosted demo").
-@st.cache_data(show_spinner=False, max_entries=32)
-def timeline_spec(prefill_tps: float, decode_tps: float, lang: str) -> dict[str, Any]:
-    return timeline_chart(2000, 40, prefill_tps, decode_tps, Texts(lang)).to_dict()
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def prefix_diagram_spec(lang: str) -> dict[str, Any]:
-    return prefix_diagram(Texts(lang)).to_dict()
-
 
 t = texts()
 m = measured()
@@ -78,7 +61,8 @@ prefill_tps = m.prefill_tps if mine and m.prefill_tps else REFERENCE_PREFILL_TPS
 decode_tps = m.decode_tps if mine and m.decode_tps else REFERENCE_DECODE_TPS
 source = t("home.source_measured") if mine else t("home.source_reference")
 st.vega_lite_chart(timeline_spec(prefill_tps, decode_tps, language()), width="stretch")
-st.caption(t("home.timeline_caption", prompt=2000, output=40, prefill=prefill_tps, decode=decode_tps, source=source))
+st.caption(t("home.timeline_caption", prompt=TIMELINE_PROMPT, output=TIMELINE_OUTPUT, prefill=prefill_tps,
+             decode=decode_tps, source=source))
 
 
 def draw_prefix_diagram() -> None:

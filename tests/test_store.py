@@ -286,7 +286,9 @@ def test_visitors_see_only_their_runs_and_keep_them_a_day(db: Path) -> None:
     local = store.begin(CACHE, {}, label="local")
     seen = {r.id for r in store.runs(owner="visitor-a")}
     assert mine in seen and REFERENCE_ID in seen and theirs not in seen and local not in seen
-    assert old not in seen  # purged: a visitor's runs last a day
+    assert old not in seen  # hidden at once: a visitor's runs last a day
+    assert store.get(old, owner="visitor-a") is None and store.get(old) is not None  # deleted by the next purge
+    assert store.purge_visitors() == 1 and store.get(old) is None
     assert store.get(theirs, owner="visitor-a") is None
     assert not store.delete(theirs, owner="visitor-a") and not store.rename(theirs, "x", owner="visitor-a")
     assert store.get(theirs) is not None and store.get(local) is not None

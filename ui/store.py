@@ -159,8 +159,8 @@ def store_notice(t: Texts) -> None:
 def latest_saved(experiment: str) -> BackgroundRun | None:
     """The newest run of ``experiment`` measured here (not imported, not the reference) that has ended and
     measured something, as a finished run."""
-    for saved in saved_runs(experiment):
-        if saved.source == MEASURED and saved.status != RUNNING and saved.rounds:
+    for saved in run_store().runs(experiment, owner=visitor(), source=MEASURED):
+        if saved.status != RUNNING and saved.rounds:
             return as_run(saved)
     return None
 

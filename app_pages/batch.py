@@ -11,7 +11,6 @@ from core.engine.server import DEFAULT_CONTEXT, EngineError
 from core.experiments import batch as bt
 from core.experiments.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
 from core.experiments.registry import EXPERIMENTS
-from core.hosting import Refused
 from ui.batch_charts import latency_chart, streams_chart, throughput_chart
 from ui.content import Texts
 from ui.contract import ExperimentPlan, Records, RunView
@@ -44,11 +43,12 @@ with st.expander(t("common.settings"), expanded=True):
 
 
 def check(allowed: bt.Settings, conn: Connection) -> None:
-    """The sweep runs at the levels the server decodes at once; refused when that leaves fewer than two of them."""
+    """The sweep runs at the levels the server decodes at once; refused (`ValueError`, shown as it is) when that
+    leaves fewer than two of them; over the demo's concurrency, `Refused`."""
     hosted().check_concurrency(max(levels, default=1))
     if len(allowed.concurrency) < min(2, len(levels)):
         skipped = ", ".join(str(n) for n in levels if n not in allowed.concurrency)
-        raise Refused(t("batch.capped", slots=bt.server_slots(conn.backend), skipped=skipped))
+        raise ValueError(t("batch.capped", slots=bt.server_slots(conn.backend), skipped=skipped))
 
 
 def level_table(rows: Sequence[bt.BatchLevel]) -> pd.DataFrame:

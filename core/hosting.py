@@ -13,6 +13,7 @@ app; the environment alone elsewhere), so an operator configures a deploy in one
 | ``PREFILL_LAB_MAX_TOKENS_PER_RUN`` | estimated prompt + output tokens in one run | 300000 |
 | ``PREFILL_LAB_MAX_CONCURRENT_RUNS`` | runs at once, all visitors together; more wait in line, in order | 4 |
 | ``PREFILL_LAB_MAX_CONCURRENCY`` | requests at once in one run (experiment 4's largest N) | 4 |
+| ``PREFILL_LAB_MAX_WAITING_RUNS`` | runs that may wait in line; the next visitor is told to come back | 20 |
 | ``PREFILL_LAB_MAX_RUNS_PER_VISITOR`` | runs one visitor may have going or waiting at once | 1 |
 | ``PREFILL_LAB_MAX_TOKENS_PER_VISITOR`` | tokens one visitor may spend on the operator's key in 24 hours | 600000 |
 | ``PREFILL_LAB_MAX_TOKENS_PER_HOUR`` | all visitors' tokens on the operator's key in an hour | 1000000 |
@@ -36,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpcore
@@ -48,7 +49,40 @@ Getter = Callable[[str], "str | None"]
 
 
 class Refused(ValueError):
-    """A request the hosted demo will not make; the message says why and what is allowed."""
+    """A request the hosted demo will not make; the message says why and what is allowed.
+
+    ``key`` names the refusal and ``params`` fill its text. The English text is here, beside the rule
+    (the CLI and the operator's log read it); the app shows a visitor's language from
+    ``content/<lang>.toml``, ``[refused]``, where a translation has the same key and fields.
+    """
+
+    TEXTS: ClassVar[dict[str, str]] = {
+        "concurrency": "This run sends {concurrency} requests at once; this demo allows {allowed}. "
+                       "Choose smaller concurrency levels.",
+        "rounds": "This run has {rounds} requests; this demo allows {allowed} per run. "
+                  "Choose fewer rounds, sizes or strategies.",
+        "run_tokens": "This run would send about {tokens:,} tokens; this demo allows {allowed:,} per run. "
+                      "Use a smaller document or fewer rounds.",
+        "visitor_tokens": "You have used about {spent:,} of the {allowed:,} tokens a visitor may spend on this "
+                          "demo's key in 24 hours, and this run needs about {tokens:,}. Enter your own API key "
+                          "in the sidebar to go on, or come back tomorrow.",
+        "hour_tokens": "This demo's key has spent about {spent:,} of its {allowed:,} tokens for this hour, and "
+                       "this run needs about {tokens:,}. Budget frees up in about {minutes} min; or enter your "
+                       "own API key in the sidebar.",
+        "visitor_runs": "You already have {runs} run(s) going or waiting on this demo, the most it allows per "
+                        "visitor. Wait for it to end, or stop it.",
+        "line_full": "{waiting} runs are already waiting in line, the most this demo lets wait. Try again in a "
+                     "few minutes.",
+        "private_address": "{host} resolves to {address}, a loopback, private or link-local address; this demo "
+                           "only calls public APIs.",
+        "not_listed": "This demo only calls its listed APIs ({allowed}); {url} is not one of them.",
+        "not_http": "{url} is not an http(s) URL.",
+        "unresolved": "Cannot resolve {host}: {reason}",
+    }
+
+    def __init__(self, key: str, **params: Any) -> None:
+        self.key, self.params = key, params
+        super().__init__(self.TEXTS[key].format(**params))
 
 
 def _flag(value: str | None) -> bool:
@@ -79,6 +113,7 @@ class HostedSettings:
     max_doc_bytes: int = 5 * 1024 * 1024
     max_tokens_per_run: int | None = None
     max_concurrent_runs: int | None = None
+    max_waiting_runs: int | None = None
     max_concurrency: int | None = None
     max_runs_per_visitor: int | None = None
     max_tokens_per_visitor: int | None = None
@@ -89,17 +124,14 @@ class HostedSettings:
     def check_concurrency(self, concurrency: int) -> None:
         """Raise `Refused` when one run would send more requests at once than this demo allows."""
         if self.max_concurrency is not None and concurrency > self.max_concurrency:
-            raise Refused(f"This run sends {concurrency} requests at once; this demo allows {self.max_concurrency}. "
-                          "Choose smaller concurrency levels.")
+            raise Refused("concurrency", concurrency=concurrency, allowed=self.max_concurrency)
 
     def check_run(self, planned_rounds: int, planned_tokens: int) -> None:
         """Raise `Refused` when a run would go over its budget (concurrency: `BackgroundRun.start`)."""
         if self.max_rounds is not None and planned_rounds > self.max_rounds:
-            raise Refused(f"This run has {planned_rounds} requests; this demo allows {self.max_rounds} per run. "
-                          "Choose fewer rounds, sizes or strategies.")
+            raise Refused("rounds", rounds=planned_rounds, allowed=self.max_rounds)
         if self.max_tokens_per_run is not None and planned_tokens > self.max_tokens_per_run:
-            raise Refused(f"This run would send about {planned_tokens:,} tokens; this demo allows "
-                          f"{self.max_tokens_per_run:,} per run. Use a smaller document or fewer rounds.")
+            raise Refused("run_tokens", tokens=planned_tokens, allowed=self.max_tokens_per_run)
 
 
 def load_settings(get: Getter) -> HostedSettings:
@@ -119,6 +151,7 @@ def load_settings(get: Getter) -> HostedSettings:
         max_doc_bytes=int(_number(get("PREFILL_LAB_MAX_DOC_MB"), 1.0) * 1024 * 1024),
         max_tokens_per_run=_int(get("PREFILL_LAB_MAX_TOKENS_PER_RUN"), 300_000),
         max_concurrent_runs=_int(get("PREFILL_LAB_MAX_CONCURRENT_RUNS"), 4),
+        max_waiting_runs=_int(get("PREFILL_LAB_MAX_WAITING_RUNS"), 20),
         max_concurrency=_int(get("PREFILL_LAB_MAX_CONCURRENCY"), 4),
         max_runs_per_visitor=_int(get("PREFILL_LAB_MAX_RUNS_PER_VISITOR"), 1),
         max_tokens_per_visitor=_int(get("PREFILL_LAB_MAX_TOKENS_PER_VISITOR"), 600_000),
@@ -164,16 +197,13 @@ class TokenLedger:
             self._spends = [s for s in self._spends if s.at >= now - DAY_S]
             mine = self._spent(now - DAY_S, visitor)
             if settings.max_tokens_per_visitor is not None and mine + tokens > settings.max_tokens_per_visitor:
-                raise Refused(f"You have used about {mine:,} of the {settings.max_tokens_per_visitor:,} tokens a "
-                              f"visitor may spend on this demo's key in 24 hours, and this run needs about "
-                              f"{tokens:,}. Enter your own API key in the sidebar to go on, or come back tomorrow.")
+                raise Refused("visitor_tokens", spent=mine, allowed=settings.max_tokens_per_visitor, tokens=tokens)
             hour = self._spent(now - HOUR_S)
             if settings.max_tokens_per_hour is not None and hour + tokens > settings.max_tokens_per_hour:
                 oldest = min((s.at for s in self._spends if s.at >= now - HOUR_S), default=now)
                 minutes = max(1, round((oldest + HOUR_S - now) / 60))
-                raise Refused(f"This demo's key has spent about {hour:,} of its {settings.max_tokens_per_hour:,} "
-                              f"tokens for this hour, and this run needs about {tokens:,}. Budget frees up in "
-                              f"about {minutes} min; or enter your own API key in the sidebar.")
+                raise Refused("hour_tokens", spent=hour, allowed=settings.max_tokens_per_hour, tokens=tokens,
+                              minutes=minutes)
             spend = Spend(visitor, tokens, now)
             self._spends.append(spend)
             return spend
@@ -222,10 +252,7 @@ def _check_address(host: str, address_text: str, settings: HostedSettings) -> No
     if address.is_loopback and settings.allow_loopback:
         return
     if not address.is_global or address.is_multicast:
-        raise Refused(
-            f"{host} resolves to {address}, a loopback, private or link-local address; "
-            "this demo only calls public APIs."
-        )
+        raise Refused("private_address", host=host, address=str(address))
 
 
 class GuardedNetworkBackend(httpcore.SyncBackend):
@@ -268,18 +295,15 @@ def check_base_url(url: str, settings: HostedSettings, resolve: Callable[..., li
         return
     normalized = url.strip().rstrip("/")
     if normalized not in settings.allowed_base_urls:
-        raise Refused(
-            f"This demo only calls its listed APIs ({', '.join(settings.allowed_base_urls)}); "
-            f"{normalized or 'an empty URL'} is not one of them."
-        )
+        raise Refused("not_listed", allowed=", ".join(settings.allowed_base_urls), url=normalized or "''")
     parts = urlsplit(normalized)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Refused(f"{normalized} is not an http(s) URL.")
+        raise Refused("not_http", url=normalized)
     try:
         infos = resolve(
             parts.hostname, parts.port or (443 if parts.scheme == "https" else 80), proto=socket.IPPROTO_TCP
         )
     except (socket.gaierror, UnicodeError) as exc:
-        raise Refused(f"Cannot resolve {parts.hostname}: {exc}") from None
+        raise Refused("unresolved", host=parts.hostname, reason=str(exc)) from None
     for info in infos:
         _check_address(parts.hostname, info[4][0], settings)

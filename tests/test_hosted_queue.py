@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from string import Formatter
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from core.hosting import RUN_LOG, HostedSettings, Refused, TokenLedger, load_set
 from core.records import RoundResult
 from tests.apptest import rendered
 from tests.test_hosted import hosted_app
+from ui.content import LANGUAGES, Texts, load
+from ui.texts import LANG_KEY
 
 
 class Gate:
@@ -144,6 +147,38 @@ def test_one_visitor_may_not_hold_more_runs_than_allowed_even_pressing_at_once()
     assert again.status == DONE, "once a visitor's run ended, they may run again"
 
 
+def test_a_full_line_turns_the_next_run_away_and_a_free_place_lets_it_in():
+    gate = Gate()
+    runs = [BackgroundRun("x", {}, gate.source(f"r{i}")).start(max_concurrent=1, max_waiting=2) for i in range(3)]
+    try:
+        wait_until(lambda: runs[2].snapshot().queue_position == 2)
+        with pytest.raises(Refused, match="2 runs are already waiting in line") as refused:
+            BackgroundRun("x", {}, gate.source("late")).start(max_concurrent=1, max_waiting=2)
+        assert refused.value.key == "line_full" and refused.value.params == {"waiting": 2}
+    finally:
+        gate.release.set()
+        for run in runs:
+            run.join(10)
+    late = BackgroundRun("x", {}, gate.source("late")).start(max_concurrent=1, max_waiting=2)
+    late.join(5)
+    assert [r.status for r in runs] == [DONE] * 3 and late.status == DONE and "late" in gate.began
+
+
+def test_every_refusal_reads_in_each_language_with_the_same_fields():
+    """The English text is the rule's own (core.hosting); a translation must name the same fields, or a visitor
+    would get a KeyError instead of a sentence."""
+    fields = {key: sorted(f for _, f, _, _ in Formatter().parse(text) if f) for key, text in Refused.TEXTS.items()}
+    for lang in LANGUAGES:
+        translated = load(lang).get("refused", {})
+        assert set(translated) <= set(Refused.TEXTS), f"{lang}: a translation of no refusal"
+        for key, text in translated.items():
+            assert sorted(f for _, f, _, _ in Formatter().parse(text) if f) == fields[key], f"{lang}: refused.{key}"
+    assert set(load("zh")["refused"]) == set(Refused.TEXTS), "every refusal has a Chinese text"
+    exc = Refused("hour_tokens", spent=1700, allowed=2500, tokens=900, minutes=50)
+    assert Texts("en").refusal(exc) == str(exc) and "1,700" in str(exc)
+    assert Texts("zh").refusal(exc).startswith("本演示的密钥这一小时已用了 2,500 个 token 额度中的大约 1,700 个")
+
+
 @pytest.mark.slow
 def test_a_run_whose_page_is_gone_is_stopped_after_the_grace_and_its_connection_cut():
     gate = Gate()
@@ -242,7 +277,10 @@ def test_a_hosted_run_is_budgeted_and_logged_for_the_operator_without_the_key(fa
     assert "tokens=" in line and "tokens=0 " not in line and "key=none" in line
     at.button(key="run_output").click().run()
     assert any("a visitor may spend on this demo's key in 24 hours" in e.value for e in at.error)
-    assert len(fake_api.requests) == 2, "the refused run sent nothing"
+    at.radio(key=LANG_KEY).set_value("zh").run()
+    at.button(key="run_output").click().run()
+    assert any("24 小时内每位访客最多可用本演示的密钥发送 100 个 token" in e.value for e in at.error), "in Chinese"
+    assert len(fake_api.requests) == 2, "the refused runs sent nothing"
     at.text_input(key="api_key_input").input(key).run()  # their own key: the demo's budget is not theirs to spend
     at.button(key="run_output").click().run()
     assert len(fake_api.requests) == 4

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from core.hosting import Refused
 from ui.palette import PHASES
 
 CONTENT_DIR = Path(__file__).resolve().parent.parent / "content"
@@ -54,5 +55,11 @@ class Texts:
             ),
             text,
         ).strip()
+
+    def refusal(self, exc: Refused) -> str:
+        """A hosted demo's refusal in this language: its translation under ``[refused]`` (same key, same
+        fields), else the English text it carries (`core.hosting.Refused.TEXTS`)."""
+        template = self.data.get("refused", {}).get(exc.key)
+        return str(template).format(**exc.params) if template else str(exc)
 
     __call__ = plain

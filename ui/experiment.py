@@ -67,19 +67,19 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     try:
         hosted().check_run(plan.plan.requests, plan.plan.tokens)
     except Refused as exc:
-        st.error(str(exc), icon=":material/block:")
+        st.error(t.refusal(exc), icon=":material/block:")
         return None
     try:
         target = current_target(plan.slots)
         conn = connect(target)
     except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
-        st.error(f"{t('common.backend_error')} {exc}")
+        st.error(f"{t('common.backend_error')} {t.refusal(exc) if isinstance(exc, Refused) else exc}")
         return None
     try:
         source = plan.make_source(conn)
     except ValueError as exc:  # a document or settings that cannot run (DocumentError, Refused)
         conn.close()
-        st.error(str(exc))
+        st.error(t.refusal(exc) if isinstance(exc, Refused) else str(exc))
         return None
 
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
@@ -106,13 +106,13 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
                             planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
                             visitor=visitor, busy_slots=conn.busy_slots)
-        run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor)
+        run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor, settings.max_waiting_runs)
     except Refused as exc:
         if spend is not None:
             budgets.settle(spend, 0)
         conn.close()
         forget(run_id)
-        st.error(str(exc), icon=":material/block:")
+        st.error(t.refusal(exc), icon=":material/block:")
         return None
     history(plan.experiment).append(run)
     return run

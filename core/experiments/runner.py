@@ -75,6 +75,14 @@ class RunQueue:
                 self._waiting.remove(run)
             self._changed.notify_all()
 
+    def waiting(self) -> int:
+        with self._changed:
+            return len(self._waiting)
+
+    def running(self) -> int:
+        with self._changed:
+            return len(self._running)
+
     def position(self, run: BackgroundRun) -> int | None:
         """1 for the next run to start; None when ``run`` is not waiting."""
         with self._changed:
@@ -249,15 +257,20 @@ class BackgroundRun:
         return run
 
     # -- UI side -------------------------------------------------------------------------------
-    def start(self, max_concurrent: int | None = None, per_visitor: int | None = None) -> BackgroundRun:
-        """Start the worker. With ``max_concurrent``, the run waits in line (`QUEUE`) while that many run;
-        with ``per_visitor``, `Refused` when its visitor already has that many runs going or waiting."""
+    def start(self, max_concurrent: int | None = None, per_visitor: int | None = None,
+              max_waiting: int | None = None) -> BackgroundRun:
+        """Start the worker. With ``max_concurrent``, the run waits in line (`QUEUE`) while that many run,
+        `Refused` when ``max_waiting`` runs already wait; with ``per_visitor``, `Refused` when its visitor
+        already has that many runs going or waiting."""
         with _started_guard:
             if per_visitor is not None and self.visitor:
                 mine = sum(1 for r in _started.values() if r.visitor == self.visitor)
                 if mine >= per_visitor:
-                    raise Refused(f"You already have {mine} run(s) going or waiting on this demo, the most it "
-                                  "allows per visitor. Wait for it to end, or stop it.")
+                    raise Refused("visitor_runs", runs=mine)
+            if max_concurrent is not None and max_waiting is not None:
+                waiting = QUEUE.waiting()
+                if waiting >= max_waiting and QUEUE.running() >= max_concurrent:
+                    raise Refused("line_full", waiting=waiting)
             _started[self.run_id] = self
             if max_concurrent is not None:
                 self._cap = max_concurrent

@@ -187,7 +187,8 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     here = machine_name(machine_info())
     labels = {r.id: r.label if machine_name(r.machine) == here else f"{r.label} · {machine_name(r.machine)}"
               for r in runs}  # another machine's run says which on the chart
-    return ids, views + [RunView(labels[i], store.records(i)) for i in ids]
+    records = store.records_of(ids)
+    return ids, views + [RunView(labels[i], records[i]) for i in ids]
 
 
 def saved_list(t: Texts, experiment: str) -> None:

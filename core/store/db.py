@@ -390,9 +390,21 @@ class RunStore:
 
     def records(self, run_id: str) -> list[Record]:
         """The run's rounds (or levels) in the order they were measured."""
+        return self.records_of([run_id])[run_id]
+
+    def records_of(self, run_ids: Sequence[str]) -> dict[str, list[Record]]:
+        """Several runs' rounds, each in measured order, in one query per 500 runs (a page drawing a
+        thousand ticked runs asked two thousand times); a run that is not there has none."""
+        found: dict[str, list[Record]] = {run_id: [] for run_id in run_ids}
+        ids = list(found)
+        rows: list[tuple[str, str, str]] = []
         with self._lock:
-            experiment = self._conn.execute("SELECT experiment FROM runs WHERE id = ?", (run_id,)).fetchone()
-            rows = self._conn.execute("SELECT record FROM rounds WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
-        if experiment is None:
-            return []
-        return [record_from_dict(experiment[0], json.loads(text)) for (text,) in rows]
+            for at in range(0, len(ids), 500):  # under SQLite's limit on parameters
+                chunk = ids[at:at + 500]
+                rows += self._conn.execute(
+                    "SELECT rounds.run_id, runs.experiment, rounds.record FROM rounds JOIN runs ON runs.id = "
+                    f"rounds.run_id WHERE rounds.run_id IN ({','.join('?' * len(chunk))}) "
+                    "ORDER BY rounds.run_id, rounds.seq", chunk).fetchall()
+        for run_id, experiment, text in rows:
+            found[run_id].append(record_from_dict(experiment, json.loads(text)))
+        return found

@@ -201,6 +201,10 @@ def round_name(row: RoundResult) -> str:
 ROUNDS = Records(table=rounds_table, name=round_name)
 
 
+# A style only, so Streamlit adds it to the page without a box; it goes with the run's last rerun.
+QUIET_RUNNING_WIDGET = "<style>[data-testid='stStatusWidget'] { display: none; }</style>"
+
+
 def redraw_due(since_last_s: float, last_cost_s: float) -> bool:
     """Draw a new round now, or leave it for a later round: the time since the last redraw must pay for its cost."""
     return since_last_s >= last_cost_s
@@ -216,18 +220,26 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
         st.info(t("common.no_rounds"))
         saved_list(t, experiment)
         return
-    status_box, body = st.empty(), st.empty()
-    shown_rows, shown_status = -1, ""
+    if run.active:  # the page shows its own progress and Stop; Streamlit's animated one would cost the browser
+        st.html(QUIET_RUNNING_WIDGET)  # half its CPU for the whole run (BENCHMARKS.md, "The app's CPU share")
+    status_box, body, heartbeat = st.empty(), st.empty(), st.empty()
+    shown_rows, shown_status, shown_line = -1, "", None
     seen_rows, drawn_at, draw_cost = -1, 0.0, 0.0  # the rounds seen, when the last redraw ended, what it took (s)
     was_active = run.active
     run.watched = True
     try:
         while True:
             snap = run.snapshot()
-            with status_box.container():
-                _status(t, run, snap, records)
-                if snap.warning:
-                    st.warning(snap.warning, icon=":material/warning:")
+            line = (snap.status, len(snap.rows), snap.progress, snap.warning, snap.queue_position,
+                    snap.expected_wait_s, run.cancel.is_set())
+            if line != shown_line:  # the browser re-renders what it is sent: send the status only when it changed
+                shown_line = line
+                with status_box.container():
+                    _status(t, run, snap, records)
+                    if snap.warning:
+                        st.warning(snap.warning, icon=":material/warning:")
+            else:
+                heartbeat.empty()  # an element costing the browser nothing, so a click on Stop is still heard
             new_round, seen_rows = len(snap.rows) != seen_rows, len(snap.rows)  # the worker waits for it now
             new_state = snap.status != shown_status or not _active(run, snap)
             if (len(snap.rows), snap.status) != (shown_rows, shown_status) and (

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from core.experiments import batch
 from core.experiments.batch import BatchLevel
@@ -48,15 +49,21 @@ def texts_of(at) -> str:  # type: ignore[no-untyped-def]
                      + [s.value for s in at.success])
 
 
-@pytest.mark.slow
-def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache_roof(tmp_path, monkeypatch, SLOW)
-    slow_levels = levels([59.9, 65.9], [100.6, 101.0])  # decode 1.10x from 1 to 4 streams, as measured there
-    at = app(history=batch_history(slow_levels, "Zen 1 levels"))
+def batch_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, roof: Roof, rows: list[BatchLevel],
+               label: str) -> tuple[AppTest, str]:
+    """Experiment 4's page on a machine with ``roof`` cached, after a run of ``rows``: the app and its text."""
+    cache_roof(tmp_path, monkeypatch, roof)
+    at = app(history=batch_history(rows, label))
     at.run()
     at.switch_page("app_pages/batch.py").run()
     assert not at.exception, at.exception
-    text = texts_of(at)
+    return at, texts_of(at)
+
+
+@pytest.mark.slow
+def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    slow_levels = levels([59.9, 65.9], [100.6, 101.0])  # decode 1.10x from 1 to 4 streams, as measured there
+    at, text = batch_page(tmp_path, monkeypatch, SLOW, slow_levels, "Zen 1 levels")
     assert "this machine cannot show it" in text and "at most about **1.8x**" in text
     assert "As predicted, this machine cannot show it: decode gained 1.10x" in text
     assert "run again" not in text.lower()
@@ -66,12 +73,7 @@ def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatc
 
 @pytest.mark.slow
 def test_fast_cpu_page_says_batching_can_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache_roof(tmp_path, monkeypatch, FAST)
-    at = app(history=batch_history(levels([60.0, 210.0], [420.0, 430.0]), "desktop levels"), lang="en")
-    at.run()
-    at.switch_page("app_pages/batch.py").run()
-    assert not at.exception, at.exception
-    text = texts_of(at)
+    _, text = batch_page(tmp_path, monkeypatch, FAST, levels([60.0, 210.0], [420.0, 430.0]), "desktop levels")
     assert "at most about **7.1x** here" in text and "enough room to show the effect" in text
     assert "Decode gained 3.50x of the at most 7.1x" in text
 

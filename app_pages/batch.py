@@ -87,13 +87,13 @@ def draw(runs: Sequence[RunView[bt.BatchLevel]], t: Texts, key: str) -> None:
             st.warning(t("batch.failed_level", n=level.concurrency, errors=level.errors, total=len(level.streams),
                          error=level.error))
     shown, values = batch_verdict(rows)
-    showable, note = batch_verdict_note(t, values.get("decode_gain"))
+    showable, note = batch_verdict_note(t, values.get("decode_gain"), shown)
     if shown is None:
         verdict = t("batch.too_few")
     elif shown:
         verdict = f"{t('batch.shown', **values)} {note}"
-    else:  # "run again" only where this machine can show the effect at all
-        verdict = t("batch.not_shown" if showable else "batch.not_shown_here", **values) + " " + note
+    else:  # "run again" only without a prediction; with one, the note says what this machine allows
+        verdict = t("batch.not_shown" if showable and not note else "batch.not_shown_here", **values) + " " + note
     explain(t, "batch", shown, verdict.strip())
 
 

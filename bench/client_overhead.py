@@ -43,7 +43,7 @@ def minimal_client(url: str, body: dict) -> dict[str, float]:
             timings = chunk.get("timings", timings)
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
     return {"ttft_ms": ttft * 1000, "prompt_ms": timings["prompt_ms"], "itl_ms": statistics.median(gaps) * 1000,
-            "server_ms_per_token": timings["predicted_ms"] / timings["predicted_n"]}
+            "server_ms_per_token": timings["predicted_ms"] / (timings["predicted_n"] - 1)}
 
 
 def project_client(backend: LlamaServerBackend) -> dict[str, float]:
@@ -51,7 +51,7 @@ def project_client(backend: LlamaServerBackend) -> dict[str, float]:
     assert result.success, result.error
     return {"ttft_ms": result.ttft_s * 1000, "prompt_ms": result.server_prefill_ms,
             "itl_ms": statistics.median(result.inter_token_s) * 1000,
-            "server_ms_per_token": result.server_decode_ms / result.server_decode_tokens}
+            "server_ms_per_token": result.server_decode_ms / (result.server_decode_tokens - 1)}
 
 
 def main() -> dict:

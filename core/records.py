@@ -53,8 +53,7 @@ class RequestResult:
     usage_source: str | None = None  # the stream field the token counts were read from
     server_prefill_ms: float | None = None
     server_decode_ms: float | None = None
-    server_decode_tokens: int | None = None
-    server_ms_per_output_token: float | None = None  # llama-server's own predicted_per_token_ms
+    server_decode_tokens: int | None = None  # llama-server's predicted_n: every answer token, the first included
     unreadable_fields: list[str] = field(default_factory=list)  # sent by the server but not a number: left out
 
     @property
@@ -138,17 +137,19 @@ ROUND_FIELD_NAMES = tuple(f.name for f in fields(RoundResult))
 
 
 def decode_timing(result: RequestResult) -> tuple[float | None, float | None, str | None]:
-    """``(decode ms, ms per output token, source)``.
+    """``(decode ms, ms per decode step, source)``: every experiment's decode figure is per decode step.
 
-    llama-server: its own ``predicted_per_token_ms`` (the first token comes out of the prefill pass,
-    so ``predicted_ms`` covers ``predicted_n - 1`` steps; dividing by ``predicted_n`` reads 25% low
-    on a 4-token answer). Elsewhere the stream clock: first content token to the end, over the
+    llama-server: from its counts, ``predicted_ms / (predicted_n - 1)``. The first answer token comes out of
+    the prefill pass and ``predicted_ms`` starts when it is sampled, so it covers ``predicted_n - 1`` decode
+    steps (a one-token answer reports 0.001 ms on build 571d0d5). The server's own ``predicted_per_token_ms``
+    is not read: builds disagree on it (571d0d5, the embedded default, divides by ``predicted_n`` and its log
+    says the same, 4 tokens in 42.19 ms = 10.55 ms per token, 33 % under the 14.06 ms a step took; 7e4c0a9
+    divides by ``predicted_n - 1``). Elsewhere the stream clock: first content token to the end, over the
     tokens after the first.
     """
     if result.server_decode_ms is not None:
-        steps = (result.server_decode_tokens or 0) - 1  # one token: no decode step (the server then says 0 ms)
-        per_token = None if steps < 1 else result.server_ms_per_output_token or result.server_decode_ms / steps
-        return result.server_decode_ms, per_token, SERVER
+        steps = (result.server_decode_tokens or 0) - 1  # one token: no decode step (the server then says ~0 ms)
+        return result.server_decode_ms, result.server_decode_ms / steps if steps >= 1 else None, SERVER
     tokens = result.completion_tokens
     if result.ttft_s is None or result.end_s is None or not tokens or tokens < 2:
         return None, None, None

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from core.backends import AnthropicBackend, ChatRequest, LlamaServerBackend, OpenAICompatBackend
+from core.backends.llama_server import read_timings
 from core.backends.sse import iter_sse_lines, sse_field
-from core.records import RoundResult
+from core.records import RequestResult, RoundResult
 
 DATA = Path(__file__).parent / "data"
 STREAMS = DATA / "streams"
@@ -308,21 +309,26 @@ def test_garbage_chunk_keeps_what_came_before():
 
 
 # -- where each timing comes from ---------------------------------------------------------------------
-def test_decode_per_token_is_the_servers_own():
-    """This build's timings: predicted_n 4, predicted_ms 34.372, predicted_per_token_ms 11.457 (34.372 / 3:
-    the first token comes out of the prefill pass)."""
+def test_decode_per_step_comes_from_the_servers_counts():
+    """Build 7e4c0a9 (this stream): predicted_n 4, predicted_ms 34.372 and predicted_per_token_ms 34.372 / 3;
+    build 571d0d5 (the embedded default): predicted_n 4, predicted_ms 42.186 and predicted_per_token_ms
+    42.186 / 4. Either way the first token came out of the prefill pass: 3 decode steps."""
     result, _ = run("llama_server_stream.sse", backend_cls=LlamaServerBackend)
     row = RoundResult.from_request("x", 1, result)
     assert row.decode_ms == pytest.approx(34.37, abs=0.01)
     assert row.ms_per_output_token == pytest.approx(34.372 / 3, abs=0.001)
     assert (row.prefill_ms, row.prefill_source, row.decode_source) == (pytest.approx(300.44), "server", "server")
     assert row.usage_source == "timings.cache_n"
+    other = RequestResult()
+    read_timings({"prompt_n": 200, "cache_n": 0, "prompt_ms": 1133.251, "predicted_n": 4, "predicted_ms": 42.186,
+                  "predicted_per_token_ms": 10.5465, "predicted_per_second": 94.818}, other)
+    assert RoundResult.from_request("x", 1, other).ms_per_output_token == pytest.approx(42.186 / 3, abs=0.001)
 
 
 def test_one_token_answer_has_no_per_token_time():
-    """With one token there is no decode step; the server then says 0 ms per token, which is not a measurement."""
+    """With one token there is no decode step; the server then says 0.001 ms, which is not a measurement."""
     result, _ = run("llama_server_stream.sse", backend_cls=LlamaServerBackend)
-    result.server_decode_tokens, result.server_ms_per_output_token = 1, 0.0
+    result.server_decode_tokens, result.server_decode_ms = 1, 0.001
     assert RoundResult.from_request("x", 1, result).ms_per_output_token is None
 
 

@@ -91,16 +91,16 @@ class LlamaServerBackend(OpenAICompatBackend):
         return str(self._get_json("POST", "/apply-template", json=body)["prompt"])
 
 
-TIMING_FIELDS = (("prompt_ms", "server_prefill_ms"), ("predicted_ms", "server_decode_ms"),
-                 ("predicted_per_token_ms", "server_ms_per_output_token"))
+TIMING_FIELDS = (("prompt_ms", "server_prefill_ms"), ("predicted_ms", "server_decode_ms"))
 
 
 def read_timings(timings: Mapping[str, Any], result: RequestResult) -> None:
     """Copy llama-server's ``timings`` into a result (they override usage-derived numbers); a field that
     is not a number is named in ``unreadable_fields`` and left out.
 
-    ``predicted_per_token_ms`` is the server's own decode time per token: ``predicted_ms`` over
-    ``predicted_n - 1``, as the first token comes out of the prefill pass.
+    ``predicted_ms`` covers ``predicted_n - 1`` decode steps (the first token comes out of the prefill
+    pass); the server's ``predicted_per_token_ms`` and ``predicted_per_second`` are left unread, as builds
+    divide differently (`core.records.decode_timing` says which, and does the division once).
     """
     counts = usage_of_timings(timings)
     result.unreadable_fields.extend(counts.unreadable)

@@ -16,11 +16,13 @@ PROBE_ANSWER_TOKENS = 32
 
 
 def measure_speed(url: str, prompt: str = PROBE_PROMPT, answer_tokens: int = PROBE_ANSWER_TOKENS) -> dict[str, float]:
-    """One uncached completion: the server's own prefill and decode tokens/s."""
+    """One uncached completion: prefill and decode tokens/s from the server's own counts (decode: its
+    ``predicted_n - 1`` steps over ``predicted_ms``, as `core.records.decode_timing` counts them)."""
     body = {"prompt": prompt, "n_predict": answer_tokens, "ignore_eos": True, "cache_prompt": False}
     timings = httpx.post(url + "/completion", json=body, timeout=300).raise_for_status().json()["timings"]
     return {"prompt_tokens": timings["prompt_n"], "prefill_tps": round(timings["prompt_per_second"], 1),
-            "answer_tokens": timings["predicted_n"], "decode_tps": round(timings["predicted_per_second"], 1)}
+            "answer_tokens": timings["predicted_n"],
+            "decode_tps": round((timings["predicted_n"] - 1) / timings["predicted_ms"] * 1000, 1)}
 
 
 def probe(binary: Path, model: Path, repeats: int = 1) -> dict[str, Any]:

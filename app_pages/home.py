@@ -2,9 +2,12 @@
 
 import streamlit as st
 
+from core.experiments import batch
+from core.experiments.batch import BatchLevel
+from core.experiments.batch_summary import batch_verdict
 from ui.figures import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
 from ui.measure_machine import measure_machine_button
-from ui.measured import measured
+from ui.measured import measured, rows_of
 from ui.roofline import backend_prediction
 from ui.texts import language, texts
 
@@ -39,19 +42,9 @@ if append and others and append.recomputed_after_first is not None and others[0]
             other=t(f"strategy.{others[0].strategy}"),
         )
     )
-if m.batch and m.batch.decode_gain:
-    quotes.append(
-        t.rich(
-            "batch.home_quote",
-            n1=m.batch.first.concurrency,
-            n2=m.batch.last.concurrency,
-            d1=m.batch.first.aggregate_decode_tps,
-            d2=m.batch.last.aggregate_decode_tps,
-            gain=m.batch.decode_gain,
-            p1=m.batch.first.aggregate_prefill_tps or 0,
-            p2=m.batch.last.aggregate_prefill_tps or 0,
-        )
-    )
+batch_shown, batch_values = batch_verdict(rows_of(batch.ID, BatchLevel))
+if batch_shown is not None:  # experiment 4 quoted only as far as it showed batching (its own verdict)
+    quotes.append(t.rich("batch.home_quote" if batch_shown else "batch.home_quote_short", **batch_values))
 st.markdown("\n\n".join(quotes) if quotes else t("home.no_numbers"), unsafe_allow_html=True)
 
 st.subheader(t("home.timeline_title"))

@@ -48,7 +48,7 @@ def test_summary_of_a_run_measured_as_predicted():
     assert found.computed_cached == (1,) * 20 and found.computed_recomputed == tuple(range(201, 221))
     assert found.cached_line.r2 == pytest.approx(1.0) and found.cached_line.slope == pytest.approx(10.0)
     assert found.recomputed_curve.c == pytest.approx(5.0 / 2 / 1000 * 1000, rel=1e-6)  # ms per step², half the slope
-    assert found.recomputed_per_context.slope == pytest.approx(5.0) and found.rising
+    assert found.recomputed_per_context.slope == pytest.approx(5.0) and found.rising and found.bending
     assert found.cached_rise == pytest.approx(0.0, abs=1e-9) and found.recomputed_rise == pytest.approx(19 / 210.5)
     assert (found.kv_bytes, found.kv_bytes_per_token) == (100 * 220, 100)
     shown, values = kv.verdict(records)

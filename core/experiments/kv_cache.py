@@ -24,7 +24,7 @@ export and its report keep the prediction it was compared with.
 **Chat APIs: refused, by decision.** A chat API exposes no token ids, so the answer cannot be re-sent
 token for token (re-tokenised text can split differently) nor compared step by step; the provider's
 prefix cache cannot be turned off without a nonce that changes the prompt; every recomputed step bills
-the whole context again (``(steps + 1) x prompt + steps² / 2`` input tokens: 14,896 for the defaults
+the whole context again (``(steps + 1) x prompt + steps (steps + 1) / 2`` input tokens: 15,080 for the defaults
 against 200); and on a datacenter GPU a few hundred tokens' prefill takes milliseconds, well inside an
 API's time-to-first-token jitter, so the parabola the page exists to show would not be visible in TTFT.
 `prepare` says so and names what to use instead (the embedded engine or any llama-server).

@@ -3,8 +3,7 @@
 import streamlit as st
 
 from core.experiments import batch
-from core.experiments.batch import BatchLevel
-from core.experiments.batch_summary import batch_verdict
+from core.experiments.batch import BatchLevel, batch_verdict
 from ui.home import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
 from ui.roofline import backend_prediction
 from ui.roofline.measure import measure_machine_button

@@ -18,8 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.experiments import input_length, output_length, roofline
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS, input_length, output_length, roofline
 from core.runs.runner import FAILED
 from ui.runs.contract import ExperimentPlan
 from ui.runs.controls import history, start_run

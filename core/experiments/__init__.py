@@ -34,7 +34,7 @@ A recorded sample (``samples/*.json``, named by ``sample=``) is optional. Nothin
 
 from __future__ import annotations
 
-from core.experiments import batch, input_length, output_length, prefix_cache, roofline
+from core.experiments import batch, input_length, kv_cache, output_length, prefix_cache, roofline
 from core.experiments.base import Experiment, Option, Plan, RunContext
 
 EXPERIMENTS: dict[str, Experiment] = {spec.id: spec for spec in (
@@ -43,6 +43,7 @@ EXPERIMENTS: dict[str, Experiment] = {spec.id: spec for spec in (
     prefix_cache.EXPERIMENT,
     batch.EXPERIMENT,
     roofline.EXPERIMENT,
+    kv_cache.EXPERIMENT,
 )}
 
 

@@ -18,7 +18,7 @@ from ``/slots`` beside it (llama-server reports tokens, not bytes; ``/metrics`` 
 Before the run, `predict` says how much slower the recomputed way will be from a prefill rate and a decode
 rate: experiments 1 and 2 of this session where the page has them, else the roofline's bounds for this
 machine (their ratio is what matters: the recomputed step i costs ``(prompt + i) / prefill rate``, the
-cached one decode step). Its records come first in a run, marked ``predicted``, so a saved run, its
+cached one decode step). Each record carries the step time predicted for it (``predicted_ms``), so a saved run, its
 export and its report keep the prediction it was compared with.
 
 **Chat APIs: refused, by decision.** A chat API exposes no token ids, so the answer cannot be re-sent
@@ -42,14 +42,16 @@ import httpx
 
 from core.backends import LlamaServerBackend
 from core.backends.connect import Connection
-from core.experiments.base import NO_WIDGET, Option, Plan, RunContext
+from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
+from core.experiments.samples import SAMPLES_DIR
 from core.stats import LinearFit, linear_fit
+from core.words import Words
 
 ID = "kv_cache"
 CACHED, RECOMPUTED = "cached", "recomputed"
 WAYS = (CACHED, RECOMPUTED)
-OPTIONS = (Option("--kv-prompt-tokens", "experiment 6: prompt tokens before the answer", int),
-           Option("--kv-steps", "experiment 6: decode steps written both ways (N)", int))
+OPTIONS = (Option("--prompt-tokens", "experiment 6: prompt tokens before the answer", int),
+           Option("--steps", "experiment 6: decode steps N written both ways", int))
 PREDICTION_SPREAD = 2.0  # a measured slowdown within [P / 2, 2 P] agrees with the prediction P
 SLOWER = 10.0  # "the N at which the recomputed way passed the cached one by 10x"
 MIN_R2 = 0.8  # the recomputed step time is a straight line in the context (R² at least this) on a quiet machine
@@ -57,6 +59,7 @@ MIN_R2 = 0.8  # the recomputed step time is a straight line in the context (R² 
 # 2 GB more memory". A reference beside this machine's figure, not a measurement here.
 CHAPTER_MODEL, CHAPTER_CONTEXT, CHAPTER_KV_BYTES = "Qwen3.5-2B Q4_K_M", 51_000, 2_000_000_000
 TIMEOUT_S = 300.0
+SAMPLE = SAMPLES_DIR / "embedded_kv_cache.json"  # bench/kv_cache.py's N = 64 run (its settings say where and how)
 # A sentence repeated: greedy decoding has one clear best token at every step. On a document the model is
 # unsure of, a near-tie can flip between the ways (a 200-token prefill and a one-token decode step add in
 # different orders): the Python reference text did at step 14 of 16 on the embedded default.
@@ -81,7 +84,7 @@ class KvStep:
     way: str  # CACHED or RECOMPUTED
     step: int  # 0: the prompt's prefill writes the first token; 1..N: one more token each
     context: int  # tokens before this step's token: prompt + step
-    step_ms: float | None  # the server's time for this step (predicted: what `predict` expects)
+    step_ms: float | None  # the server's time for this step
     computed_tokens: int | None = None  # keys and values computed: 1 (cached, after step 0) or prompt + step
     cached_tokens: int | None = None  # tokens read back from the cache (the server's cache_n; cached: context)
     token: int | None = None  # the token id written (greedy)
@@ -91,7 +94,7 @@ class KvStep:
     slot_tokens: int | None = None  # the server's own count (/slots n_prompt_tokens: the tokens its slot's cache
     # holds, answer included), on the last cached step
     slot_context: int | None = None  # the cells the server reserved for the slot (/slots n_ctx), same step
-    predicted: bool = False  # a prediction made before the run, not a measurement
+    predicted_ms: float | None = None  # what the prediction made before the run expected for this step
     experiment: str = ID
     error: str = ""
 
@@ -161,15 +164,6 @@ def roofline_rates(model_path: Path | None) -> tuple[float, float] | None:
 def with_rates(settings: Settings, prefill_tps: float, decode_tps: float, source: str) -> Settings:
     """``settings`` with the rates to predict from (``source``: "measured" or "roofline")."""
     return replace(settings, prefill_tps=prefill_tps, decode_tps=decode_tps, predicted_from=source)
-
-
-def predicted_records(settings: Settings) -> list[KvStep]:
-    found = prediction_of(settings)
-    if found is None:
-        return []
-    return [KvStep(0, way, i, settings.prompt_tokens + i, round(ms, 3), predicted=True)
-            for way, times in ((CACHED, found.cached_ms), (RECOMPUTED, found.recomputed_ms))
-            for i, ms in enumerate(times)]
 
 
 # -- the run --------------------------------------------------------------------------------------------
@@ -305,17 +299,19 @@ def slot_figures(backend: LlamaServerBackend) -> tuple[int | None, int | None]:
 
 
 def rounds(run: RunContext, settings: Settings) -> Iterator[KvStep]:
-    """The prediction's records, then the cached way step by step, then the recomputed way step by step."""
+    """The cached way step by step, then the recomputed way step by step, each step with its prediction."""
     number = 0
+    expected = prediction_of(settings)
 
     def numbered(record: KvStep) -> KvStep:
         nonlocal number
         number += 1
         record.round = number
+        if expected is not None and not record.error and record.step < len(expected.cached_ms):
+            times = expected.cached_ms if record.way == CACHED else expected.recomputed_ms
+            record.predicted_ms = round(times[record.step], 3)
         return record
 
-    for record in predicted_records(settings):
-        yield numbered(record)
     backend = run.backend
     if not isinstance(backend, LlamaServerBackend):
         yield numbered(KvStep(0, CACHED, 0, 0, None, error="Experiment 6 needs a llama-server."))
@@ -468,20 +464,20 @@ def _rise(fit: LinearFit | None, low: int, high: int) -> float | None:
 def measured(records: Sequence[KvStep], way: str) -> list[KvStep]:
     """One way's measured steps, in order, up to the first failure."""
     out: list[KvStep] = []
-    for r in sorted((r for r in records if r.way == way and not r.predicted), key=lambda r: r.round):
+    for r in sorted((r for r in records if r.way == way), key=lambda r: r.round):
         if r.error or r.step_ms is None:
             break
         out.append(r)
     return out
 
 
-def prediction_in(records: Sequence[KvStep]) -> KvPrediction | None:
-    """The prediction a run recorded before it measured (its ``predicted`` records)."""
-    ways = {way: [r.step_ms or 0.0 for r in sorted(records, key=lambda r: r.step) if r.predicted and r.way == way]
-            for way in WAYS}
-    if not ways[CACHED] or len(ways[CACHED]) != len(ways[RECOMPUTED]):
+def prediction_in(cached: Sequence[KvStep], recomputed: Sequence[KvStep]) -> KvPrediction | None:
+    """The prediction a run carried (its steps' ``predicted_ms``), over the steps it measured both ways."""
+    a = [r.predicted_ms for r in cached]
+    b = [r.predicted_ms for r in recomputed]
+    if not a or None in a or None in b:
         return None
-    return KvPrediction(tuple(ways[CACHED]), tuple(ways[RECOMPUTED]), "recorded")
+    return KvPrediction(tuple(x or 0.0 for x in a), tuple(x or 0.0 for x in b), "recorded")
 
 
 def summarize(records: Sequence[KvStep]) -> KvSummary | None:
@@ -495,7 +491,6 @@ def summarize(records: Sequence[KvStep]) -> KvSummary | None:
     a_ms = [r.step_ms or 0.0 for r in cached]
     b_ms = [r.step_ms or 0.0 for r in recomputed]
     steps = [float(r.step) for r in cached]
-    found = prediction_in(records)
     prompt = cached[0].context
     last = measured(records, CACHED)[-1]
     return KvSummary(
@@ -508,14 +503,7 @@ def summarize(records: Sequence[KvStep]) -> KvSummary | None:
         computed_recomputed=tuple(r.computed_tokens or 0 for r in recomputed[1:]),
         kv_bytes_per_token=cached[-1].kv_bytes // cached[-1].context if cached[-1].kv_bytes else None,
         kv_bytes=cached[-1].kv_bytes, slot_tokens=last.slot_tokens, slot_context=last.slot_context,
-        prediction=_cut(found, n))
-
-
-def _cut(found: KvPrediction | None, n: int) -> KvPrediction | None:
-    """A prediction over the steps the run measured (a stopped run is compared over its own N)."""
-    if found is None:
-        return None
-    return KvPrediction(found.cached_ms[: n + 1], found.recomputed_ms[: n + 1], found.source)
+        prediction=prediction_in(cached, recomputed))
 
 
 def verdict(records: Sequence[KvStep]) -> tuple[bool | None, dict[str, Any]]:
@@ -532,7 +520,27 @@ def verdict(records: Sequence[KvStep]) -> tuple[bool | None, dict[str, Any]]:
     return found.same_answer and found.ratio > 1 and found.bending, values
 
 
-def report(records: Sequence[KvStep]) -> Iterator[str]:
+def verdict_text(records: Sequence[KvStep], t: Words) -> tuple[bool | None, str]:
+    """The sentence (page and report): what the run showed, and how it compares with its prediction."""
+    found = summarize(records)
+    shown, _ = verdict(records)
+    if found is None:
+        return None, t("kv_cache.not_shown")
+    if shown:
+        sentence = t("kv_cache.shown" if found.passed_10x is not None else "kv_cache.shown_never", n=found.steps + 1,
+                     ratio=found.ratio, recomputed=found.recomputed_total_ms / 1000,
+                     cached=found.cached_total_ms / 1000, passed=found.passed_10x)
+    elif not found.same_answer:
+        sentence = t("kv_cache.different", step=found.first_difference)
+    else:
+        sentence = t("kv_cache.not_shown")
+    if found.prediction is not None:
+        key = "kv_cache.agrees" if found.prediction.agrees(found.ratio) else "kv_cache.disagrees"
+        sentence += " " + t(key, predicted=found.prediction.ratio, spread=PREDICTION_SPREAD)
+    return shown, sentence
+
+
+def cli_lines(records: Sequence[KvStep]) -> Iterator[str]:
     """Its summary lines on the command line."""
     found = summarize(records)
     if found is None:
@@ -546,7 +554,7 @@ def report(records: Sequence[KvStep]) -> Iterator[str]:
            f"{found.ratio:.1f}x slower without the cache for N = {found.steps}"
            + (f", past {SLOWER:.0f}x from N = {found.passed_10x}." if found.passed_10x is not None else "."))
     if found.prediction is not None:
-        yield (f"Predicted {found.prediction.ratio:.1f}x (from {found.prediction.source} rates): "
+        yield (f"Predicted {found.prediction.ratio:.1f}x: "
                + ("agrees" if found.prediction.agrees(found.ratio) else "outside")
                + f" within {PREDICTION_SPREAD:.0f}x.")
     if found.recomputed_per_context is not None:
@@ -556,3 +564,14 @@ def report(records: Sequence[KvStep]) -> Iterator[str]:
         yield (f"KV cache held {found.kv_bytes / 1e6:.2f} MB at the end ({found.kv_bytes_per_token:,} B/token); "
                f"the chapter's {CHAPTER_MODEL} at {CHAPTER_CONTEXT:,} tokens: keep about "
                f"{CHAPTER_KV_BYTES / 1e9:.0f} GB.")
+
+
+TABLE = Table((("way", "way", 10), ("step", "step", 4), ("context", "context", 7),
+               ("computed_tokens", "computed", 8), ("cached_tokens", "cached", 6), ("step_ms", "step_ms", 9),
+               ("predicted_ms", "predicted", 9), ("token", "token", 6), ("kv_bytes", "kv_bytes", 9)))
+
+EXPERIMENT = Experiment(
+    id=ID, title="the same answer with and without the KV cache: time bought with memory", icon=":material/memory:",
+    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize, verdict=verdict,
+    verdict_text=verdict_text, cli_lines=cli_lines, table=TABLE, record=KvStep, records="steps", options=OPTIONS,
+    sample=SAMPLE, default=False)

@@ -40,8 +40,10 @@ def test_prediction_and_the_10x_step():
 
 
 def test_summary_of_a_run_measured_as_predicted():
-    settings = kv.Settings(steps=20, prefill_tps=200.0, decode_tps=100.0, predicted_from="measured")
-    records = kv.predicted_records(settings) + run_of()
+    found = kv.predict(200, 20, prefill_tps=200.0, decode_tps=100.0, source="measured")
+    records = run_of()
+    for r in records:
+        r.predicted_ms = (found.cached_ms if r.way == kv.CACHED else found.recomputed_ms)[r.step]
     found = kv.summarize(records)
     assert found is not None and found.steps == 20 and found.same_answer and found.first_difference is None
     assert found.ratio == pytest.approx(found.prediction.ratio) and found.prediction.agrees(found.ratio)
@@ -61,7 +63,7 @@ def test_different_answers_are_named_by_their_first_step():
     found = kv.summarize(run_of(tokens=tokens))
     assert not found.same_answer and found.first_difference == 7
     assert kv.verdict(run_of(tokens=tokens))[0] is False
-    assert "differ from step 7" in "\n".join(kv.report(run_of(tokens=tokens)))
+    assert "differ from step 7" in "\n".join(kv.cli_lines(run_of(tokens=tokens)))
 
 
 def test_a_stopped_or_failed_run_is_compared_over_the_steps_both_ways_measured():
@@ -101,10 +103,11 @@ def test_a_chat_api_is_refused_with_the_reason():
 def test_both_ways_on_the_embedded_server(local):
     """The embedded default, N = 64 after a 200-token prompt: the same token ids both ways, one computed token
     per cached step against prompt + i recomputed, and only the recomputed step time rising with the context."""
-    records = list(kv.rounds(RunContext(local), kv.prepare(kv.Settings(prompt_tokens=200, steps=64), local)))
+    settings = kv.with_rates(kv.Settings(prompt_tokens=200, steps=64), 180.0, 60.0, "measured")
+    records = list(kv.rounds(RunContext(local), kv.prepare(settings, local)))
     assert not [r.error for r in records if r.error]
     found = kv.summarize(records)
-    assert found is not None and found.steps == 64
+    assert found is not None and found.steps == 64 and found.prediction is not None  # every step carries its own
     assert found.same_answer, f"the answers differ from step {found.first_difference}"
     assert found.computed_cached == (1,) * 64 and found.computed_recomputed == tuple(200 + i for i in range(1, 65))
     fit = found.recomputed_per_context

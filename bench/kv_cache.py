@@ -22,7 +22,7 @@ STEPS = (32, 64, 128)
 
 def main() -> dict:
     rows = []
-    with LocalServer(context=4096) as server, open_connection(Target("llama", server.url)) as conn:
+    with LocalServer(context=4096) as server, open_connection(Target("local", server.url)) as conn:
         for steps in STEPS:
             load = os.getloadavg()[0]
             probe = measure_speed(server.url)  # just before each run: the machine as it is now
@@ -33,7 +33,7 @@ def main() -> dict:
             wall = time.perf_counter() - start
             settings_out = {**conn.describe(), **exported_settings(settings), "load_average": round(load, 1),
                             "recorded_with": f"python -m bench kv_cache (N = {steps}), rates from the engine probe"}
-            (RESULTS / f"kv_cache_n{steps}.json").write_text(to_json(settings_out, {"rounds": records}))
+            (RESULTS / f"kv_cache_n{steps}.json").write_text(to_json(settings_out, {kv.EXPERIMENT.records: records}))
             found = kv.summarize(records)
             assert found is not None and found.prediction is not None, [r.error for r in records if r.error]
             row = {"steps": steps, "measured": round(found.ratio, 2), "predicted": round(found.prediction.ratio, 2),

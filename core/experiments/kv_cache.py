@@ -559,7 +559,7 @@ def cli_lines(records: Sequence[KvStep]) -> Iterator[str]:
                + f" within {PREDICTION_SPREAD:.0f}x.")
     if found.recomputed_per_context is not None:
         fit = found.recomputed_per_context
-        yield f"Recomputed step: +{fit.slope:.2f} ms per context token (R² {fit.r2:.2f})."
+        yield f"Recomputed step: {fit.slope:+.2f} ms per context token (R² {fit.r2:.2f})."
     if found.kv_bytes is not None:
         yield (f"KV cache held {found.kv_bytes / 1e6:.2f} MB at the end ({found.kv_bytes_per_token:,} B/token); "
                f"the chapter's {CHAPTER_MODEL} at {CHAPTER_CONTEXT:,} tokens: keep about "

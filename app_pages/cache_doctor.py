@@ -13,9 +13,7 @@ from core.experiments.base import Plan, RunContext, Source
 from core.records import RoundResult
 from ui.doctor.findings import analysed, read_inputs, show_analysis
 from ui.doctor.fix import proven_fix_section
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import run_controls
-from ui.runs.loop import show_run
+from ui.runs import ExperimentPlan, run_controls, show_run
 from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
 from ui.session import BACKEND_KEY, hosted
 from ui.text import Texts, texts

@@ -22,9 +22,7 @@ from ui.roofline import (
     local_backend,
     points_table,
 )
-from ui.runs.contract import ExperimentPlan, Records
-from ui.runs.controls import run_controls
-from ui.runs.loop import explain, show_run
+from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
 from ui.text import Texts, texts
 
 

@@ -165,9 +165,16 @@ class RunStore:
     def problem(self) -> str:
         """Why runs are not (all) being saved, in a sentence for a page or the CLI; "" when they are."""
         if self._failing and self._pending:
-            return (f"{self._failing}. {len(self._pending)} writes of what is being measured are kept in memory and "
-                    "written when it works again; they are lost if this program stops first.")
+            n = len(self._pending)
+            writes = f"{n} writes of what is being measured are" if n != 1 else "1 write of what is being measured is"
+            return (f"{self._failing}. {writes} kept in memory and written when it works again; lost if this program "
+                    "stops first.")
         return self._failing or self._opened
+
+    @property
+    def failing(self) -> str:
+        """Why the database fails now, and what to do ("" when it works)."""
+        return self._failing
 
     @property
     def unsaved(self) -> int:

@@ -1,0 +1,131 @@
+"""The store's faults (issue 25, issue 27 item 5): a database that does not answer at the start or stops mid-run, and a
+disk that fills mid-run. Measuring goes on; what was measured waits in memory and is written when the database works
+again, or the CLI says, at the end and with a non-zero exit, that it was not saved. Never a traceback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from core.experiments.prefix_cache import ID as CACHE
+from core.experiments.runner import DONE
+from core.records import RoundResult
+from core.store import RunStore, open_store
+from tests.fake_openai import FakeOpenAIServer
+from tests.support.postgres import Cluster, _free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture()
+def own_cluster() -> Iterator[Cluster]:
+    """A cluster of the test's own, to stop and start (the session's serves every other test)."""
+    with Cluster() as cluster:
+        yield cluster
+
+
+def wait_written(store: RunStore, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while store.unsaved and time.monotonic() < deadline:
+        store.flush()
+        time.sleep(0.2)
+
+
+def cli(location: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "core", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PREFILL_LAB_DB": location})
+
+
+def test_a_server_that_does_not_answer_at_the_start_is_a_sentence_and_runs_wait_for_it() -> None:
+    url = f"postgresql://team:pw-never-shown-42@127.0.0.1:{_free_port()}/runs"
+    store = open_store(url)
+    assert "cannot be used now (the server does not answer" in store.problem
+    assert "Start the database server, or check PREFILL_LAB_DB" in store.problem
+    assert "pw-never-shown-42" not in store.problem + store.location
+    run_id = store.begin(CACHE, {}, label="measured while the server is down")
+    store.add(run_id, RoundResult(CACHE, 1, ttft_ms=5.0))
+    assert store.runs() == [] and store.get(run_id) is None and store.records(run_id) == []
+    assert store.unsaved == 2 and "2 writes of what is being measured are kept in memory" in store.problem
+
+
+def test_the_cli_says_so_when_the_server_does_not_answer() -> None:
+    done = subprocess.run([sys.executable, "-m", "core", "runs", "list"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={**os.environ,
+                                           "PREFILL_LAB_DB": f"postgresql://u:pw-x-1234@127.0.0.1:{_free_port()}/d"})
+    assert "warning: The run store postgresql://u:***@127.0.0.1" in done.stderr and "does not answer" in done.stderr
+    assert "Traceback" not in done.stderr and "pw-x-1234" not in done.stderr + done.stdout
+
+
+@pytest.mark.slow
+def test_a_database_stopped_mid_run_gets_every_round_when_it_returns(own_cluster: Cluster) -> None:
+    url = own_cluster.url(own_cluster.database())
+    store = open_store(url)
+    run_id = store.begin(CACHE, {}, label="through an outage")
+    store.add(run_id, RoundResult(CACHE, 1, ttft_ms=1.0))
+    own_cluster.stop()
+    for i in range(2, 6):  # measured while the server is down: kept in memory, in order
+        store.add(run_id, RoundResult(CACHE, i, ttft_ms=float(i)))
+    assert store.unsaved == 4 and "cannot be used now (the server does not answer" in store.problem
+    own_cluster.start()
+    time.sleep(1.1)  # past the pause between attempts to connect
+    store.add(run_id, RoundResult(CACHE, 6, ttft_ms=6.0))
+    store.finish(run_id, DONE)
+    assert store.unsaved == 0 and store.problem == ""
+    saved = open_store(url).get(run_id)
+    assert saved is not None and saved.status == DONE and saved.rounds == 6
+    assert [r.round for r in open_store(url).records(run_id)] == [1, 2, 3, 4, 5, 6]  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_the_cli_goes_on_through_an_outage_and_says_so(own_cluster: Cluster) -> None:
+    url = own_cluster.url(own_cluster.database())
+    with FakeOpenAIServer(token_delay=0.1) as server:
+        proc = cli(url, "--backend", "api", "--url", server.base_url, "--model", "ok", "--only", "output",
+                   "--lengths", "4,5,6", "--repeats", "4")
+        assert proc.stdout is not None
+        rows = 0
+        for line in proc.stdout:
+            rows += line.strip().startswith("output")
+            if rows == 2 and own_cluster.running():
+                own_cluster.stop()
+            if rows == 6 and not own_cluster.running():
+                own_cluster.start()
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and rows == 12, err
+    assert "warning: The run store postgresql://prefill:***@127.0.0.1" in err and "does not answer" in err
+    assert "The run store works again: every round measured so far is written." in err
+    assert "Traceback" not in err and own_cluster.password not in err
+    (saved,) = [r for r in open_store(url).runs() if r.source == "measured"]
+    assert saved.rounds == 12 and saved.status == DONE
+
+
+@pytest.mark.slow
+def test_a_disk_full_mid_run_is_said_when_it_happens_and_the_cli_exits_non_zero(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.fail("mounting a small tmpfs needs root (CI runs as root)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], check=True)
+    try:
+        db = disk / "runs.sqlite"
+        open_store(str(db)).close()
+        free = shutil.disk_usage(disk).free
+        (disk / "filler").write_bytes(b"\0" * max(0, free - 64 * 1024))  # the WAL index and a few rounds
+        with FakeOpenAIServer() as server:
+            proc = cli(str(db), "--backend", "api", "--url", server.base_url, "--model", "ok", "--only", "output",
+                       "--lengths", "4,5,6,7,8", "--repeats", "6")
+            out, err = proc.communicate(timeout=120)
+        assert sum(line.strip().startswith("output") for line in out.splitlines()) == 30  # measuring went on
+        assert proc.returncode == 1 and "Traceback" not in err
+        assert "warning: The run store" in err and "database or disk is full" in err
+        assert "writes of the runs measured here (rounds, their start or end) were not saved" in err
+        assert err.index("warning: The run store") < err.index("error: ")  # said when it happened, then at the end
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)

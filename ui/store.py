@@ -116,11 +116,13 @@ def as_run(saved: SavedRun) -> BackgroundRun:
 
 
 def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = False) -> pd.DataFrame:
-    """What the lists show: label, machine, model, date, rounds, status, source."""
+    """What the lists show: label, machine (and author, on a team's store), model, date, rounds, status, source."""
+    authors = any(run.author for run in runs)
     return pd.DataFrame([{
         t("runs.col_label"): run.label,
         **({t("runs.col_experiment"): run.experiment} if experiment_column else {}),
         t("runs.col_machine"): machine_name(run.machine),
+        **({t("runs.col_author"): run.author} if authors else {}),
         t("runs.col_model"): run.model,
         t("runs.col_date"): datetime.fromtimestamp(run.started_at).strftime("%Y-%m-%d %H:%M"),
         t("runs.col_rounds"): run.rounds,
@@ -130,7 +132,8 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
 
 
 def choice_label(run: SavedRun) -> str:
-    return f"{run.label} · {machine_name(run.machine)} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
+    by = f" · {run.author}" if run.author else ""
+    return f"{run.label} · {machine_name(run.machine)}{by} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
 
 
 def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
@@ -184,9 +187,10 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     store = run_store()
     views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]
     ids = [c for c in chosen if not c.startswith("session:")]
-    here = machine_name(machine_info())
-    labels = {r.id: r.label if machine_name(r.machine) == here else f"{r.label} · {machine_name(r.machine)}"
-              for r in runs}  # another machine's run says which on the chart
+    here, me = machine_name(machine_info()), store.author
+    labels = {r.id: " · ".join([r.label, *([machine_name(r.machine)] if machine_name(r.machine) != here else []),
+                                *([r.author] if r.author and r.author != me else [])])
+              for r in runs}  # another machine's or another author's run says whose on the chart
     records = store.records_of(ids)
     return ids, views + [RunView(labels[i], records[i]) for i in ids]
 

@@ -153,8 +153,10 @@ def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
 
 
 def store_notice(t: Texts) -> None:
-    """Say when runs are not being saved to disk, and why."""
+    """Say when runs are not being saved, and why (after trying once more to write what waits)."""
     store = run_store()
+    if store.unsaved:
+        store.flush()
     if store.problem:
         st.warning(t("runs.store_problem", problem=store.problem), icon=":material/database:")
 

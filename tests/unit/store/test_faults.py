@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from core.experiments.prefix_cache import ID as CACHE
 from core.experiments.runner import DONE
 from core.records import RoundResult
 from core.store import RunStore, open_store
+from tests.apptest import api_state, app
 from tests.fake_openai import FakeOpenAIServer
 from tests.support.postgres import Cluster, _free_port
 
@@ -129,3 +131,27 @@ def test_a_disk_full_mid_run_is_said_when_it_happens_and_the_cli_exits_non_zero(
         assert err.index("warning: The run store") < err.index("error: ")  # said when it happened, then at the end
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+@pytest.mark.slow
+def test_the_page_says_the_database_stopped_mid_run_and_loses_no_round(own_cluster: Cluster) -> None:
+    url = own_cluster.url(own_cluster.database())
+    with FakeOpenAIServer(token_delay=0.1) as fake:  # a round takes about 0.6 s
+        at = app(**api_state(fake))
+        at.secrets["PREFILL_LAB_DB"] = url
+        at.switch_page("app_pages/output.py").run()
+        at.multiselect(key="output_lengths").set_value([8, 16, 32, 64]).run()
+        stopper = threading.Timer(1.0, own_cluster.stop)
+        stopper.start()
+        at.button(key="run_output").click().run()
+        stopper.join()
+    assert not at.exception and len(at.dataframe[0].value) == 4  # measured to the end, all on the page
+    said = [w.value for w in at.warning if "Runs are not being saved" in w.value]
+    assert said and "the server does not answer" in said[0] and "kept in memory" in said[0]
+    assert own_cluster.password not in str(said)
+    own_cluster.start()
+    time.sleep(1.1)  # past the pause between attempts to connect
+    at.run()  # the next view of the page writes what waited
+    assert not [w for w in at.warning if "Runs are not being saved" in w.value]
+    (saved,) = open_store(url).runs("output")
+    assert saved.rounds == 4 and saved.status == DONE

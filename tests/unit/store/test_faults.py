@@ -48,7 +48,7 @@ def cli(location: str, *args: str) -> subprocess.Popen[str]:
 def test_a_server_that_does_not_answer_at_the_start_is_a_sentence_and_runs_wait_for_it() -> None:
     url = f"postgresql://team:pw-never-shown-42@127.0.0.1:{_free_port()}/runs"
     store = open_store(url)
-    assert "cannot be used now (the server does not answer" in store.problem
+    assert "cannot be used now (cannot connect: connection failed" in store.problem and "refused" in store.problem
     assert "Start the database server, or check PREFILL_LAB_DB" in store.problem
     assert "pw-never-shown-42" not in store.problem + store.location
     run_id = store.begin(CACHE, {}, label="measured while the server is down")
@@ -61,7 +61,7 @@ def test_the_cli_says_so_when_the_server_does_not_answer() -> None:
     done = subprocess.run([sys.executable, "-m", "core", "runs", "list"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, env={**os.environ,
                                            "PREFILL_LAB_DB": f"postgresql://u:pw-x-1234@127.0.0.1:{_free_port()}/d"})
-    assert "warning: The run store postgresql://u:***@127.0.0.1" in done.stderr and "does not answer" in done.stderr
+    assert "warning: The run store postgresql://u:***@127.0.0.1" in done.stderr and "cannot connect" in done.stderr
     assert "Traceback" not in done.stderr and "pw-x-1234" not in done.stderr + done.stdout
 
 
@@ -74,7 +74,7 @@ def test_a_database_stopped_mid_run_gets_every_round_when_it_returns(own_cluster
     own_cluster.stop()
     for i in range(2, 6):  # measured while the server is down: kept in memory, in order
         store.add(run_id, RoundResult(CACHE, i, ttft_ms=float(i)))
-    assert store.unsaved == 4 and "cannot be used now (the server does not answer" in store.problem
+    assert store.unsaved == 4 and "cannot be used now (the connection was lost: terminating connection" in store.problem
     own_cluster.start()
     time.sleep(1.1)  # past the pause between attempts to connect
     store.add(run_id, RoundResult(CACHE, 6, ttft_ms=6.0))
@@ -101,7 +101,7 @@ def test_the_cli_goes_on_through_an_outage_and_says_so(own_cluster: Cluster) -> 
                 own_cluster.start()
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and rows == 12, err
-    assert "warning: The run store postgresql://prefill:***@127.0.0.1" in err and "does not answer" in err
+    assert "warning: The run store postgresql://prefill:***@127.0.0.1" in err and "connection was lost" in err
     assert "The run store works again: every round measured so far is written." in err
     assert "Traceback" not in err and own_cluster.password not in err
     (saved,) = [r for r in open_store(url).runs() if r.source == "measured"]
@@ -147,7 +147,7 @@ def test_the_page_says_the_database_stopped_mid_run_and_loses_no_round(own_clust
         stopper.join()
     assert not at.exception and len(at.dataframe[0].value) == 4  # measured to the end, all on the page
     said = [w.value for w in at.warning if "Runs are not being saved" in w.value]
-    assert said and "the server does not answer" in said[0] and "kept in memory" in said[0]
+    assert said and "Start the database server" in said[0] and "kept in memory" in said[0]
     assert own_cluster.password not in str(said)
     own_cluster.start()
     time.sleep(1.1)  # past the pause between attempts to connect

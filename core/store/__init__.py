@@ -37,7 +37,12 @@ def open_store(location: str | None = None) -> RunStore:
         store = RunStore.open(where)
     except StoreError as exc:
         store = RunStore.memory(problem=f"{exc} Runs are kept in memory until this program stops.")
-    if not store.problem:  # a server that does not answer yet gets the reference run at the next start
+    def settle() -> None:
         seed_reference(store)
         store.purge_visitors()
+
+    if store.problem and store.shared:  # a server that cannot be reached yet: when it can
+        store.when_up = settle
+    elif not store.problem:
+        settle()
     return store

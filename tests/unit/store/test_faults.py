@@ -18,7 +18,7 @@ import pytest
 from core.experiments.prefix_cache import ID as CACHE
 from core.experiments.runner import DONE
 from core.records import RoundResult
-from core.store import RunStore, open_store
+from core.store import REFERENCE_ID, RunStore, open_store
 from tests.apptest import api_state, app
 from tests.fake_openai import FakeOpenAIServer
 from tests.support.postgres import Cluster, _free_port
@@ -83,6 +83,22 @@ def test_a_database_stopped_mid_run_gets_every_round_when_it_returns(own_cluster
     saved = open_store(url).get(run_id)
     assert saved is not None and saved.status == DONE and saved.rounds == 6
     assert [r.round for r in open_store(url).records(run_id)] == [1, 2, 3, 4, 5, 6]  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_server_down_at_the_start_gets_the_runs_and_the_reference_when_it_comes_up(own_cluster: Cluster) -> None:
+    url = own_cluster.url(own_cluster.database())
+    own_cluster.stop()
+    store = open_store(url)
+    assert "cannot connect" in store.problem
+    run_id = store.begin(CACHE, {}, label="before the server was up")
+    store.add(run_id, RoundResult(CACHE, 1, ttft_ms=1.0))
+    own_cluster.start()
+    time.sleep(1.1)  # past the pause between attempts to connect
+    store.finish(run_id, DONE)
+    assert store.problem == "" and store.unsaved == 0
+    fresh = RunStore.open(url)  # RunStore.open seeds nothing: what is there, the first store put there
+    assert {r.id for r in fresh.runs()} == {run_id, REFERENCE_ID} and fresh.get(run_id).rounds == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.slow

@@ -16,14 +16,13 @@ from pathlib import Path
 import pytest
 
 from core.experiments.prefix_cache import ID as CACHE
-from core.experiments.runner import DONE
 from core.records import RoundResult
+from core.runs.runner import DONE
 from core.store import REFERENCE_ID, RunStore, open_store
-from tests.apptest import api_state, app
-from tests.fake_openai import FakeOpenAIServer
+from tests.support import ROOT
+from tests.support.apptest import api_state, app
+from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.postgres import Cluster, _free_port
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture()

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from core.store import open_store
-from tests.apptest import app
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support import ROOT
+from tests.support.apptest import app
 
 VARIANTS = {
     # no column named version: "no such column: version" before

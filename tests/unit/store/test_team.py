@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from core.experiments.prefix_cache import ID as CACHE
-from core.experiments.runner import DONE
 from core.records import RoundResult
+from core.runs.runner import DONE
 from core.store import RunStore, open_store
-from tests.apptest import app
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support import ROOT
+from tests.support.apptest import app
 
 
 def as_author(url: str, author: str, monkeypatch: pytest.MonkeyPatch) -> RunStore:

@@ -11,6 +11,7 @@ waits in memory (`RunStore.unsaved`).
 from __future__ import annotations
 
 from core.store.db import (
+    AUTHOR_ENV,
     CUT,
     ENV,
     IMPORTED,
@@ -25,9 +26,9 @@ from core.store.db import (
 from core.store.machine import machine_info, machine_name
 from core.store.transfer import REFERENCE_ID, ImportRefused, export_run, import_export, read_export, seed_reference
 
-__all__ = ["CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused", "RunStore",
-           "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info", "machine_name",
-           "open_store", "read_export", "seed_reference"]
+__all__ = ["AUTHOR_ENV", "CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused",
+           "RunStore", "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info",
+           "machine_name", "open_store", "read_export", "seed_reference"]
 
 
 def open_store(location: str | None = None) -> RunStore:

@@ -26,6 +26,7 @@ from core.export import Record
 from core.report import build_report
 from core.runs.runner import RUNNING, STOPPED, BackgroundRun, RowSource
 from core.store import (
+    AUTHOR_ENV,
     CUT,
     ENV,
     MEASURED,
@@ -47,13 +48,17 @@ _VISITOR_ID = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
 
 
 @st.cache_resource(show_spinner=False)
-def _open(location: str) -> RunStore:
-    return open_store(location)
+def _open(location: str, author: str) -> RunStore:
+    store = open_store(location)
+    if author:
+        store.author = author
+    return store
 
 
 def run_store() -> RunStore:
-    """The store this app writes to: ``PREFILL_LAB_DB`` from the secrets or the environment, else the default."""
-    return _open(secret(ENV) or default_location())
+    """The store this app writes to: ``PREFILL_LAB_DB`` from the secrets or the environment, else the default;
+    its runs' author ``PREFILL_LAB_AUTHOR`` from either, else the store's default (`core.store.db.default_author`)."""
+    return _open(secret(ENV) or default_location(), secret(AUTHOR_ENV) or "")
 
 
 def visitor() -> str | None:

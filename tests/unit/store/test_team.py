@@ -76,9 +76,9 @@ def test_the_pages_label_runs_by_author_and_keep_others_runs_as_they_are(postgre
     bob = as_author(postgres_url, "bob", monkeypatch)
     his = measured(bob, "gpu box", {"cpu": "EPYC", "cores": 64})
     measured(bob, "gpu box again", {"cpu": "EPYC", "cores": 64})  # the page shows the newest; the other is offered
-    monkeypatch.setenv("PREFILL_LAB_AUTHOR", "alice")
     at = app()
     at.secrets["PREFILL_LAB_DB"] = postgres_url
+    at.secrets["PREFILL_LAB_AUTHOR"] = "alice"  # the secrets win over the environment's (bob, above)
     at.switch_page("app_pages/runs.py").run()
     table = at.dataframe[0].value
     assert list(table["author"]) == ["bob", "bob", ""] and "EPYC · 64 cores" in list(table["machine"])

@@ -3,7 +3,9 @@
 ``python -m core runs list [--experiment NAME] [--json]``, ``runs show RUN``, ``runs export RUN
 [-o FILE]``, ``runs import FILE...``, ``runs rename RUN LABEL``, ``runs delete RUN...``. A run is
 named by its id or the start of it (as ``runs list`` prints it). The store is ``$PREFILL_LAB_DB``
-(default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``); an HTML report is ``python -m core report``.
+(a path, default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``, or a ``postgresql://`` URL: a team's
+store, where ``list`` shows each run's author and only the author renames or deletes it); an HTML
+report is ``python -m core report``.
 """
 
 from __future__ import annotations

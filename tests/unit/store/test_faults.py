@@ -56,7 +56,8 @@ def test_a_server_that_does_not_answer_at_the_start_is_a_sentence_and_runs_wait_
     assert store.unsaved == 2 and "2 writes of what is being measured are kept in memory" in store.problem
 
 
-def test_the_cli_says_so_when_the_server_does_not_answer() -> None:
+@pytest.mark.slow
+def test_the_cli_says_so_when_the_server_cannot_be_reached() -> None:
     done = subprocess.run([sys.executable, "-m", "core", "runs", "list"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, env={**os.environ,
                                            "PREFILL_LAB_DB": f"postgresql://u:pw-x-1234@127.0.0.1:{_free_port()}/d"})

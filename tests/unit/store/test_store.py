@@ -24,6 +24,7 @@ from core.experiments.output_length import ID as OUTPUT
 from core.experiments.prefix_cache import ID as CACHE
 from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
 from core.records import RoundResult, renamed
+from core.report import ContentWords, build_report
 from core.runs.runner import DONE, RUNNING, STOPPED
 from core.store import (
     CUT,
@@ -395,3 +396,13 @@ def test_a_disk_that_fills_during_a_run_is_said_not_raised(tmp_path: Path) -> No
         store.close()
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_report_of_saved_runs(location: str) -> None:
+    """What the Saved runs page and ``python -m core report`` build: every run's label, machine and rounds."""
+    store = open_store(location)
+    ids = import_export(store, EMBEDDED_DEFAULT.read_text(), EMBEDDED_DEFAULT.name)
+    entries = [(saved, store.records(saved.id)) for run_id in [*ids, REFERENCE_ID]
+               if (saved := store.get(run_id)) is not None]
+    html = build_report(entries, ContentWords("en"), "en")
+    assert len(entries) == 4 and all(saved.label in html for saved, _ in entries) and "Mac Studio" in html

@@ -171,3 +171,14 @@ def test_the_page_says_the_database_stopped_mid_run_and_loses_no_round(own_clust
     assert not [w for w in at.warning if "Runs are not being saved" in w.value]
     (saved,) = open_store(url).runs("output")
     assert saved.rounds == 4 and saved.status == DONE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["app_pages/runs.py", "app_pages/cache.py"])
+def test_the_pages_say_so_when_the_server_cannot_be_reached(page: str) -> None:
+    at = app()
+    at.secrets["PREFILL_LAB_DB"] = f"postgresql://team:pw-page-4321@127.0.0.1:{_free_port()}/runs"
+    at.switch_page(page).run()
+    said = [w.value for w in at.warning if "Runs are not being saved" in w.value]
+    assert not at.exception and said and "cannot connect" in said[0] and "postgresql://team:***@127.0.0.1" in said[0]
+    assert "pw-page-4321" not in str([e.value for e in [*at.warning, *at.caption, *at.markdown]])

@@ -174,7 +174,10 @@ def saving(records: Iterable[Record], store: RunStore | None, experiment: str, s
 
 def unsaved(store: RunStore | None) -> bool:
     """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
-    if store is None or not store.unsaved or store.flush():
+    if store is None or not store.unsaved:
+        return False
+    store.flush()
+    if not store.unsaved:
         return False
     print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
           f"{store.failing}. Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)

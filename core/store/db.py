@@ -54,6 +54,7 @@ VISITOR_KEEP_S = 24 * 3600  # hosted mode: a visitor's runs are deleted a day af
 PURGE_EVERY_S = 600  # how often, at most, that deletion runs (reads hide an expired run at once)
 OPEN_TIMEOUT_MS = 2000  # how long opening waits for another process's lock before saying the file is locked
 WRITE_TIMEOUT_MS = 10000  # a round waits this long for another writer (each holds the lock for microseconds)
+MAX_WAITING = 100_000  # writes kept in memory while the database fails (a round is about 1 kB: 100 MB at most)
 SECRET_NAMES = ("api_key", "key", "token", "authorization", "password", "secret")
 
 
@@ -151,6 +152,7 @@ class RunStore:
         self._opened = problem  # why this store is in memory though a file was asked for; "" otherwise
         self._failing = ""  # why the database refuses writes or reads now ("" when it works)
         self._pending: list[tuple[str, tuple[Any, ...]]] = []  # writes kept for when it works again
+        self.lost = 0  # writes dropped because `MAX_WAITING` were waiting already
         self.when_up: Callable[[], None] | None = None  # called once, the first time the database works
         self.shared = db.dialect != SQLITE
         self.author = default_author(self.shared) if author is None else author
@@ -168,8 +170,9 @@ class RunStore:
         if self._failing and self._pending:
             n = len(self._pending)
             writes = f"{n} writes of what is being measured are" if n != 1 else "1 write of what is being measured is"
+            lost = f" {self.lost} more could not be kept (memory) and are lost." if self.lost else ""
             return (f"{self._failing}. {writes} kept in memory and written when it works again; lost if this program "
-                    "stops first.")
+                    f"stops first.{lost}")
         return self._failing or self._opened
 
     @property
@@ -179,8 +182,8 @@ class RunStore:
 
     @property
     def unsaved(self) -> int:
-        """How many writes (a run begun, a round, its end) wait in memory for the database."""
-        return len(self._pending)
+        """How many writes (a run begun, a round, its end) wait in memory for the database, or were lost."""
+        return len(self._pending) + self.lost
 
     # -- opening --------------------------------------------------------------------------------
     @classmethod
@@ -341,6 +344,13 @@ class RunStore:
                     self._up()
             return True
 
+    def _wait(self, sql: str, params: Sequence[Any]) -> None:
+        """Keep a write for later, up to `MAX_WAITING` (then it is lost and counted: memory is not endless)."""
+        if len(self._pending) < MAX_WAITING:
+            self._pending.append((sql, tuple(params)))
+        else:
+            self.lost += 1
+
     def _up(self) -> None:
         """The database works (nothing waits): no problem to say; the first time, `when_up`."""
         self._failing = ""
@@ -356,13 +366,13 @@ class RunStore:
         with self._lock:
             if self._pending and not self.flush():
                 if keep:
-                    self._pending.append((sql, tuple(params)))
+                    self._wait(sql, params)
                 return 0
             try:
                 changed = self.db.execute(sql, params).rowcount
             except DatabaseError as exc:
                 if exc.transient and keep:
-                    self._pending.append((sql, tuple(params)))
+                    self._wait(sql, params)
                 self._failed(exc)
                 return 0
             if not self._pending:

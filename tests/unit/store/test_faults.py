@@ -56,6 +56,17 @@ def test_a_server_that_does_not_answer_at_the_start_is_a_sentence_and_runs_wait_
     assert store.unsaved == 2 and "2 writes of what is being measured are kept in memory" in store.problem
 
 
+def test_what_waits_in_memory_is_bounded_and_what_is_dropped_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("core.store.db.MAX_WAITING", 3)
+    store = open_store(f"postgresql://team@127.0.0.1:{_free_port()}/runs")
+    run_id = store.begin(CACHE, {}, label="a long outage")
+    for i in range(1, 5):
+        store.add(run_id, RoundResult(CACHE, i))
+    assert store.unsaved == 5 and store.lost == 2
+    assert "3 writes of what is being measured are kept in memory" in store.problem
+    assert "2 more could not be kept (memory) and are lost" in store.problem
+
+
 @pytest.mark.slow
 def test_the_cli_says_so_when_the_server_cannot_be_reached() -> None:
     done = subprocess.run([sys.executable, "-m", "core", "runs", "list"], cwd=ROOT, capture_output=True, text=True,

@@ -42,8 +42,8 @@ def open_store(location: str | None = None) -> RunStore:
         seed_reference(store)
         store.purge_visitors()
 
-    if store.problem and store.shared:  # a server that cannot be reached yet: when it can
+    if store.failing:  # a server that cannot be reached yet: when it can
         store.when_up = settle
-    elif not store.problem:
+    else:
         settle()
     return store

@@ -173,7 +173,7 @@ class RunStore:
             lost = f" {self.lost} more could not be kept (memory) and are lost." if self.lost else ""
             return (f"{self._failing}. {writes} kept in memory and written when it works again; lost if this program "
                     f"stops first.{lost}")
-        return self._failing or self._opened
+        return f"{self._failing}." if self._failing else self._opened
 
     @property
     def failing(self) -> str:

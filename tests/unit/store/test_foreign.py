@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.store import open_store
+from core.store import REFERENCE_ID, open_store
 from tests.support import ROOT
 from tests.support.apptest import app
 
@@ -53,7 +53,7 @@ def test_a_foreign_file_is_refused_before_anything_is_written(tmp_path: Path, va
     assert not store.on_disk and "not a Prefill Lab run store" in store.problem and str(path) in store.problem
     assert "It was left as it is" in store.problem
     run_id = store.begin("cache", {}, label="measured anyway")  # measuring goes on, in memory
-    assert store.get(run_id) is not None
+    assert store.get(run_id) is not None and store.get(REFERENCE_ID) is not None  # experiment 3's reference too
     store.close()
     assert digest(tmp_path) == before  # the same bytes, and no -wal or -journal beside it
 

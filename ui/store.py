@@ -15,7 +15,6 @@ import re
 import secrets
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -37,6 +36,7 @@ from core.store import (
     machine_name,
     open_store,
 )
+from core.store.dates import run_date
 from ui.content import Texts
 from ui.contract import RunView
 from ui.secrets import hosted, secret
@@ -122,7 +122,7 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
         **({t("runs.col_experiment"): run.experiment} if experiment_column else {}),
         t("runs.col_machine"): machine_name(run.machine),
         t("runs.col_model"): run.model,
-        t("runs.col_date"): datetime.fromtimestamp(run.started_at).strftime("%Y-%m-%d %H:%M"),
+        t("runs.col_date"): run_date(run.started_at),
         t("runs.col_rounds"): run.rounds,
         t("runs.col_status"): t(f"runs.status_{run.status}"),
         t("runs.col_source"): t(f"runs.source_{run.source}"),
@@ -130,7 +130,7 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
 
 
 def choice_label(run: SavedRun) -> str:
-    return f"{run.label} · {machine_name(run.machine)} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
+    return f"{run.label} · {machine_name(run.machine)} · {run_date(run.started_at)}"
 
 
 def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:

@@ -20,6 +20,7 @@ from core.experiments.registry import EXPERIMENTS
 from core.export import Record
 from core.report.charts import experiment_charts
 from core.report.words import Words
+from core.store.dates import run_date
 from core.store.db import SavedRun
 from core.store.machine import machine_name
 
@@ -89,10 +90,6 @@ def _pairs(data: dict[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
-def _date(seconds: float | None) -> str:
-    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M") if seconds else ""
-
-
 def status_word(t: Words, status: str) -> str:
     return t(f"runs.status_{status}")
 
@@ -110,7 +107,7 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
     rows = "".join(
         f"<tr><td class='l'>{_e(s.label)}</td><td class='l'>{_e(t(f'{s.experiment}.title'))}</td>"
         f"<td class='l'>{_e(machine_name(s.machine))}</td><td class='l'>{_e(s.backend)}</td>"
-        f"<td class='l'>{_e(s.model)}</td><td class='l'>{_e(_date(s.started_at))}</td><td>{len(records)}</td>"
+        f"<td class='l'>{_e(s.model)}</td><td class='l'>{_e(run_date(s.started_at))}</td><td>{len(records)}</td>"
         f"<td class='l'>{_e(status_word(t, s.status))}</td><td class='l'>{_e(t(f'runs.source_{s.source}'))}</td></tr>"
         for s, records in entries)
     parts.append(f"<table><tr>{head}</tr>{rows}</table>")

@@ -293,6 +293,22 @@ class RunStore:
         self._write("INSERT INTO rounds (run_id, seq, record) VALUES (?, COALESCE(?, (SELECT COUNT(*) FROM rounds "
                     "WHERE run_id = ?) + 1), ?)", (run_id, seq, run_id, self._text(run_id, compact(record))))
 
+    def add_all(self, run_id: str, records: Sequence[Record]) -> None:
+        """An import's rounds in one transaction (a commit per round made 100,000 rounds take 30 s)."""
+        rows = [(run_id, seq, self._text(run_id, compact(record))) for seq, record in enumerate(records, start=1)]
+        try:
+            with self._lock:
+                self._conn.execute("BEGIN")
+                try:
+                    self._conn.executemany("INSERT INTO rounds (run_id, seq, record) VALUES (?, ?, ?)", rows)
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.problem = (f"The run store {self.location} could not be written ({exc}); what was measured "
+                            "stays on the page and in its downloads.")
+
     def finish(self, run_id: str, status: str, summary: dict[str, Any] | None = None,
                finished_at: float | None = None) -> None:
         """How the run ended (`DONE`, `STOPPED`, `FAILED`; `CUT` for an imported run that was cut)."""

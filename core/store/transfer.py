@@ -285,8 +285,7 @@ def import_export(store: RunStore, text: str, name: str, owner: str = "", source
         started = run.get("started_at") if isinstance(run.get("started_at"), int | float) else None
         new_id = store.begin(item.experiment, item.settings, label=label, machine=machine, owner=owner,
                              source=source, run_id=run_id if len(incoming) == 1 else None, started_at=started)
-        for seq, record in enumerate(item.records, start=1):
-            store.add(new_id, record, seq)
+        store.add_all(new_id, item.records)
         finished = run.get("finished_at") if isinstance(run.get("finished_at"), int | float) else None
         summary = without_keys(run["summary"]) if isinstance(run.get("summary"), dict) else {}
         store.finish(new_id, status, summary, finished_at=finished)

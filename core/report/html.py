@@ -51,9 +51,15 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                             "\u2029": "\\u2029"})
+
+
 def _script_json(value: Any) -> str:
-    """JSON safe inside a <script> element."""
-    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/")
+    """JSON safe inside a <script> element: no ``<`` at all, so neither ``</script>`` nor ``<!--<script>`` (which
+    puts the HTML parser in a state where ``</script>`` no longer ends the element: every chart blanked) can
+    occur; the same strings once parsed."""
+    return json.dumps(value, ensure_ascii=False).translate(SCRIPT_SAFE)
 
 
 def _verdict(experiment: str, records: Sequence[Record], t: Words) -> tuple[bool | None, str]:

@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS
 from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
 from core.store.dates import run_date
 

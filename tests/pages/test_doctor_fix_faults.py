@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.apptest import api_state, app
-from tests.fake_openai import FakeOpenAIServer
+from tests.support.apptest import api_state, app
 from tests.support.doctor_logs import CLI, PAGE, append_only_log, measured
+from tests.support.fake_openai import FakeOpenAIServer
 from tests.unit.doctor.test_fix_faults import _with_nested_line
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.experiments.prompts import default_document
+from core.documents import default_document
 
 
 def append_only_log(path: Path, rounds: int = 1000, system_chars: int = 16_000) -> Path:
@@ -38,8 +38,8 @@ print("measured", time.perf_counter() - start, time.process_time() - cpu, {_PEAK
 PAGE = f"""
 import re, sys, time
 from pathlib import Path
-from tests.apptest import api_state, app
-from tests.fake_openai import FakeOpenAIServer
+from tests.support.apptest import api_state, app
+from tests.support.fake_openai import FakeOpenAIServer
 with FakeOpenAIServer() as fake:
     at = app(**api_state(fake), doctor_use_server=False)
     at.switch_page("app_pages/cache_doctor.py").run()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from core.backends.server_lock import ServerLock, normalize
-from tests.apptest import ROOT
-from tests.test_server_lock import HOLD
+from tests.support.apptest import ROOT
+from tests.unit.backends.test_server_lock import HOLD
 
 
 @pytest.mark.parametrize("other", ["http://localhost:8083/v1", "http://[::1]:8083/", "http://127.0.0.2:8083"])

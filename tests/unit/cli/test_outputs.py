@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.cli.main import main
-from tests.fake_openai import FakeOpenAIServer
+from tests.support.fake_openai import FakeOpenAIServer
 
 TIMESTAMP = Path(__file__).resolve().parents[2] / "data" / "doctor" / "timestamp.jsonl"
 

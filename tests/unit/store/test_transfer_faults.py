@@ -19,7 +19,7 @@ from core.export import to_json
 from core.records import RoundResult
 from core.store import ImportRefused, RunStore, export_run, import_export, read_export
 from core.store.dates import run_date
-from tests.apptest import ROOT, app
+from tests.support.apptest import ROOT, app
 
 SECRET = "sk-imported-secret-4242424242"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from core.export import Record
 from core.runs.runner import DONE, FAILED, RUNNING, STOPPED
-from core.secrets import redact
+from core.secrets import redact, without_keys
 from core.store.codec import compact, record_from_dict
 from core.store.machine import machine_info
 from core.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -45,7 +45,6 @@ VISITOR_KEEP_S = 24 * 3600  # hosted mode: a visitor's runs are deleted a day af
 PURGE_EVERY_S = 600  # how often, at most, that deletion runs (reads hide an expired run at once)
 OPEN_TIMEOUT_MS = 2000  # how long opening waits for another process's lock before saying the file is locked
 WRITE_TIMEOUT_MS = 10000  # a round waits this long for another writer (each holds the lock for microseconds)
-SECRET_NAMES = ("api_key", "key", "token", "authorization", "password", "secret")
 
 
 class StoreError(Exception):
@@ -103,19 +102,6 @@ def _alive(host: str, pid: int | None, start: str) -> bool:
     except PermissionError:
         pass  # another user's process: it exists
     return not start or _process_start(pid) == start
-
-
-def _scrub(settings: dict[str, Any]) -> dict[str, Any]:
-    """Settings without anything named like a key, at any depth."""
-    def clean(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if str(k).lower() not in SECRET_NAMES}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
-    cleaned: dict[str, Any] = clean(settings)
-    return cleaned
 
 
 def _statements(script: str) -> list[str]:
@@ -276,7 +262,7 @@ class RunStore:
         """Record a new run and return its id. ``secrets`` (the run's keys) are masked in all it writes."""
         run_id = run_id or uuid.uuid4().hex[:12]
         self._secrets[run_id] = tuple(s for s in secrets if s)
-        settings = _scrub(settings)
+        settings = without_keys(settings)  # any spelling (apiKey, OPENAI_API_KEY), any depth, no recursion
         if owner:
             self._purge_due()
         self._write(

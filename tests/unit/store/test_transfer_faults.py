@@ -177,3 +177,19 @@ def test_the_saved_runs_page_and_experiment_3_list_past_a_bad_stored_date(bad_da
     dates = [v for frame in at.dataframe for column in ("date",) if column in frame.value
              for v in frame.value[column]]
     assert sum(str(v).startswith("not a date (") for v in dates) == 3, dates
+
+
+def test_the_store_s_own_scrubber_takes_any_depth_and_any_spelling() -> None:
+    """The store's writes scrub keys too (a measured run's settings): 900 levels, the issue's settings, was a
+    RecursionError in the scrubber (which now walks without recursion; JSON itself stops near 1,000)."""
+    settings: dict[str, Any] = {"backend": "api", "apiKey": SECRET}
+    inner = settings
+    for _ in range(900):
+        inner["deeper"] = {"OPENAI_API_KEY": SECRET}
+        inner = inner["deeper"]
+    store = RunStore.memory()
+    run_id = store.begin(CACHE, settings, label="deep")
+    saved = store.get(run_id)
+    assert saved is not None and SECRET not in json.dumps(saved.settings) and "deeper" in saved.settings
+    assert store.begin(CACHE, {"x-api-key": SECRET, "model": "m"}, label="k") and SECRET not in json.dumps(
+        [r.settings for r in store.runs()])

@@ -5,7 +5,11 @@ see the whole answer."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,6 +19,7 @@ import httpx
 import pytest
 
 from core.capture.proxy import CaptureServer
+from tests.support.apptest import ROOT
 
 CHAT = "/v1/chat/completions"
 FIRST = b'data: {"choices": [{"index": 0, "delta": {"content": "Pre"}}]}\n\n'
@@ -182,3 +187,33 @@ def _release_when_all_in(upstream: StallingServer) -> None:
             if len(upstream.received) >= upstream.expected:
                 upstream.all_in.set()
         upstream.resume.wait(0.05)
+
+
+def test_the_cli_counts_a_call_whose_agent_gave_up_in_its_last_line(upstream: StallingServer, tmp_path: Path) -> None:
+    log = tmp_path / "capture.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "core", "capture", "--upstream", upstream.url, "--port", "0",
+                                "--out", str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert process.stdout is not None
+        base = ""
+        while not base:
+            line = process.stdout.readline()
+            assert line, "the proxy exited before saying where it listens"
+            if "OpenAI-compatible base URL:" in line:
+                base = line.split("base URL:")[1].split()[0]
+        with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(5.0, read=0.5)) as agent:
+            with agent.stream("POST", base + "/chat/completions", json=_chat("one-chunk", "gave up")) as response:
+                for _ in response.iter_raw():
+                    pass
+        upstream.resume.set()
+        deadline = time.monotonic() + 10
+        while not log.exists() or not log.read_text().strip():
+            assert time.monotonic() < deadline, "the call was not logged within 10 s"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    finally:
+        process.kill()
+    assert process.returncode == 0 and "Traceback" not in err, err
+    assert "calls logged: 1," in out and "1 of them after the agent had gone (client_gone" in out
+    assert _records(log)[0]["response"]["client_gone"] is True

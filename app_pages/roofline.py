@@ -10,6 +10,7 @@ from core.charts.roofline import Marked, roofline_chart
 from core.experiments import EXPERIMENTS
 from core.experiments import roofline as rf
 from core.experiments.phases import CHAPTER_MODEL, chapter_points
+from core.roofline import peaks
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement, place
 from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
 from core.roofline.report import percent, si
@@ -68,6 +69,8 @@ else:
 roof = backend_roof()
 
 if roof is None:
+    if local_backend() and (problem := peaks.cache_problem()):
+        st.warning(t("roofline.cache_unusable", problem=problem), icon=":material/warning:")
     st.info(t("roofline.no_roof_local" if local_backend() else "roofline.no_roof_api"))
 else:
     a, b, c = st.columns(3)

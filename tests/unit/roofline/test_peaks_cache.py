@@ -59,3 +59,4 @@ def test_a_good_cache_is_read_and_says_nothing(cache: Path) -> None:
     cache.write_text(json.dumps({peaks.machine_key(): _roof()}))
     roof = peaks.cached()
     assert roof is not None and roof.bandwidth == 2.0e10 and peaks.cache_problem() == ""
+

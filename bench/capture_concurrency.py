@@ -23,6 +23,7 @@ import httpx
 
 from bench.common import finish, spread
 from core.capture.proxy import CaptureServer
+from tests.support.agents import post_at_once
 from tests.unit.capture.test_proxy_faults import CHAT, FIRST, REST, StallingServer, _chat, _release_when_all_in
 
 AGENTS = int(os.environ.get("AGENTS", "200"))
@@ -34,32 +35,20 @@ def burst(folder: Path, repeat: int) -> dict[str, Any]:
     threading.Thread(target=upstream.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     threading.Thread(target=_release_when_all_in, args=(upstream,), daemon=True).start()
     log = folder / f"capture-{repeat}.jsonl"
-    bodies: dict[int, bytes | str] = {}
     start = time.perf_counter()
     try:
         with CaptureServer(upstream.url, log) as proxy:
-            def agent(number: int) -> None:
-                try:
-                    with httpx.Client(timeout=120) as client:
-                        bodies[number] = client.post(proxy.base_url + CHAT, json=_chat("together", str(number))).content
-                except httpx.HTTPError as exc:
-                    bodies[number] = f"{type(exc).__name__}: {exc}"
-
-            threads = [threading.Thread(target=agent, args=(n,)) for n in range(AGENTS)]
-            for thread in threads:
-                thread.start()
-            upstream.all_in.wait(60)
-            all_in = time.perf_counter() - start
-            for thread in threads:
-                thread.join(180)
+            answers = post_at_once(proxy.base_url + CHAT, [_chat("together", str(n)) for n in range(AGENTS)], 120)
+            all_in = upstream.all_in_at - start
             proxy.in_flight.wait_idle(10)
             logged = proxy.log.count
     finally:
         upstream.all_in.set()
         upstream.shutdown()
         upstream.server_close()
+    bodies = [a.content if isinstance(a, httpx.Response) else a for a in answers]
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    return {"forwarded": len(upstream.received), "whole": sum(b == FIRST + REST for b in bodies.values()),
+    return {"forwarded": len(upstream.received), "whole": sum(b == FIRST + REST for b in bodies),
             "logged": logged, "log_lines": len(lines), "held_back": upstream.held_back,
             "all_in_flight_s": round(all_in, 2), "wall_s": round(time.perf_counter() - start, 2)}
 

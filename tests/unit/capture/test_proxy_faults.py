@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from core.capture.proxy import CaptureServer
+from tests.support.agents import post_at_once
 from tests.support.apptest import ROOT
 
 CHAT = "/v1/chat/completions"
@@ -76,6 +77,7 @@ class StallingServer(ThreadingHTTPServer):
         self.all_in = threading.Event()
         self.expected = expected
         self.held_back = 0
+        self.all_in_at = 0.0  # perf_counter() when the last expected stream arrived
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # the proxy closes a stream whose agent has gone: this upstream's write then fails, as it should
@@ -152,27 +154,16 @@ def test_120_concurrent_long_streams_all_reach_the_upstream_at_once_and_are_logg
     watcher = threading.Thread(target=lambda: _release_when_all_in(upstream), daemon=True)
     watcher.start()
     log = tmp_path / "capture.jsonl"
-    bodies: dict[int, bytes | str] = {}
     try:
         with CaptureServer(upstream.url, log) as proxy:
-            def agent(number: int) -> None:
-                try:
-                    with httpx.Client(timeout=90) as client:
-                        bodies[number] = client.post(proxy.base_url + CHAT, json=_chat("together", f"{number}")).content
-                except httpx.HTTPError as exc:
-                    bodies[number] = f"{type(exc).__name__}: {exc}"
-
-            threads = [threading.Thread(target=agent, args=(n,)) for n in range(agents)]
-            for each in threads:
-                each.start()
-            for each in threads:
-                each.join(120)
+            answers = post_at_once(proxy.base_url + CHAT, [_chat("together", f"{n}") for n in range(agents)])
             assert proxy.in_flight.wait_idle(10)
     finally:
         upstream.all_in.set()
         upstream.shutdown()
         upstream.server_close()
-    failed = [b for b in bodies.values() if b != FIRST + REST]
+    bodies = [a.content if isinstance(a, httpx.Response) else a for a in answers]
+    failed = [b for b in bodies if b != FIRST + REST]
     assert len(bodies) == agents and not failed, f"{len(failed)} of {agents} failed: {failed[:3]}"
     assert upstream.held_back == 0 and len(upstream.received) == agents
     records = _records(log)
@@ -185,6 +176,7 @@ def _release_when_all_in(upstream: StallingServer) -> None:
     while not upstream.all_in.is_set():
         with upstream.guard:
             if len(upstream.received) >= upstream.expected:
+                upstream.all_in_at = time.perf_counter()
                 upstream.all_in.set()
         upstream.resume.wait(0.05)
 

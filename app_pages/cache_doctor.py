@@ -151,8 +151,10 @@ def show_analysis(name: str, analysis: doctor.Analysis) -> None:
         st.warning(t("doctor_input.partial", rounds=len(findings), unread=len(analysis.errors)),
                    icon=":material/warning:")
     elif set(analysis.continuations()) - {doctor.NONE}:  # rounds that started something else: said, never "clean"
-        parts = [t(f"doctor.continuation_{cause}", n=n) for cause, n in sorted(analysis.continuations().items())]
-        st.info(t("doctor.no_break_others", parts="; ".join(parts)), icon=":material/call_split:")
+        counts = analysis.continuations()
+        parts = [t(f"doctor.continuation_{cause}", n=n) for cause, n in sorted(counts.items())]
+        key = "doctor.none_compared" if set(counts) == {doctor.NOT_COMPARED} else "doctor.no_break_others"
+        st.info(t(key, parts="; ".join(parts)), icon=":material/call_split:")
     else:
         later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
         st.success(t("doctor.clean", median=sorted(later)[len(later) // 2]), icon=":material/check_circle:")

@@ -102,7 +102,9 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
     for f in analysis.findings:
         _print_cost(f, analysis)
     totals = analysis.totals()
-    print(f"Recomputed in all: {totals['recomputed']:,} tokens; an append-only version: {totals['append_only']:,}.")
+    unseen = sum(1 for f in analysis.findings if f.not_compared)
+    print(f"Recomputed in all: {totals['recomputed']:,} tokens; an append-only version: {totals['append_only']:,}"
+          + (f" ({unseen} rounds not compared are left out)." if unseen else "."))
     name = provider or Counter(f.provider for f in analysis.findings).most_common(1)[0][0]
     rule = doctor.BILLING_RULES[name]
     rows = doctor.billing(analysis, rule)
@@ -129,8 +131,10 @@ def _no_break(analysis: doctor.Analysis) -> str:
     others = {cause: n for cause, n in counts.items() if cause != doctor.NONE}
     if not others:
         return "No round breaks the cache: every round extends the previous one."
-    parts = [f"{counts.get(doctor.NONE, 0)} extend the one before"] + [
-        f"{n} {CONTINUATION.get(cause, cause)}" for cause, n in sorted(others.items())]
+    parts = [f"{counts[doctor.NONE]} extend the one before"] if counts.get(doctor.NONE) else []
+    parts += [f"{n} {CONTINUATION.get(cause, cause)}" for cause, n in sorted(others.items())]
+    if set(counts) == {doctor.NOT_COMPARED}:  # nothing was compared: no claim about breaks either way
+        return f"No round could be compared. From round 2: {'; '.join(parts)}."
     return f"No round breaks the cache within a conversation. From round 2: {'; '.join(parts)}."
 
 

@@ -222,6 +222,14 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         tokens = counter.count(current.text)
         finding = RoundFinding(index + 1, False, causes.NONE, None, None, None, 0, 0, tokens, tokens, tokens, 0.0,
                                counter.exact, cur_round.format)
+        gap = _gap(transcript.rounds, index)
+        if gap is not None:  # the input does not hold this round (or the one before) whole: named, no verdict
+            finding.cause, finding.not_compared = NOT_COMPARED, gap
+            finding.prompt_tokens = finding.recomputed_tokens = finding.append_only_recomputed_tokens = 0
+            finding.provider = rule_for(cur_round).name
+            analysis.parents.append(None)
+            findings.append(finding)
+            continue
         parent = index - 1 if index else None
         if parent is not None:
             common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent], cur_round,
@@ -278,6 +286,15 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         parents = [f.compared_with for f in findings]
         template.mark_rewrites(analysis, template.check(transcript, backend, parents))
     return analysis
+
+
+def _gap(rounds: list[Round], index: int) -> str | None:
+    """Why round ``index`` cannot be compared: what its input lacks, or what the round before it lacks."""
+    if rounds[index].gap:
+        return rounds[index].gap
+    if index and rounds[index - 1].gap:
+        return f"the round before it is not whole ({rounds[index - 1].gap})"
+    return None
 
 
 def _parent(rendered: list[Rendered], index: int) -> int:

@@ -51,16 +51,20 @@ HEAD_FIELDS = ("model", "params", "tools")  # parts rendered before the messages
 THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>\s*", re.S)
 
 
-def common_prefix_length(a: str, b: str, block: int = 4096) -> int:
-    """Length of the common prefix, comparing blocks in C before characters in Python."""
+def common_prefix_length(a: str, b: str) -> int:
+    """Length of the common prefix: equal slices are compared in C, halving the range where they differ, so a
+    long prompt costs a few comparisons of memory, never a Python loop over its characters."""
     limit = min(len(a), len(b))
-    start = 0
-    while start < limit and a[start:start + block] == b[start:start + block]:
-        start += block
-    end = min(start + block, limit)
-    while start < end and a[start] == b[start]:
-        start += 1
-    return min(start, limit)
+    if a[:limit] == b[:limit]:
+        return limit
+    lo, hi = 0, limit  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _diff_window(old: str, new: str, radius: int = 24) -> tuple[str, str, int]:

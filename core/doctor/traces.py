@@ -23,6 +23,7 @@ tool whose results never reach the span.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -32,7 +33,7 @@ from typing import Any
 
 from core.backends.usage import count
 from core.doctor.formats import chat_round
-from core.doctor.model import Measured, Round, Transcript
+from core.doctor.model import Block, Measured, Round, Transcript
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
@@ -126,6 +127,34 @@ def family(attributes: Mapping[str, Any]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _loads(text: str) -> Any:
+    """JSON attributes repeat on every span of an agent (its tools, its parameters): parsed once. The rounds
+    share the parsed objects, which nothing changes."""
+    return json.loads(text)
+
+
+_TEXTS: dict[int, tuple[Any, str]] = {}
+
+
+def _tool_text(tool: Any) -> str:
+    """A tool's text as `formats.chat_round` writes it (its JSON), written once per parsed tool: the spans of an
+    agent share their tools' parsed objects (`_loads`), and each entry holds its object, so an id is never
+    reused while it is kept."""
+    entry = _TEXTS.get(id(tool))
+    if entry is None or entry[0] is not tool:
+        if len(_TEXTS) > 4096:
+            _TEXTS.clear()
+        entry = _TEXTS[id(tool)] = (tool, json.dumps(tool, ensure_ascii=False))
+    return entry[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _genai_tools(text: str) -> list[Any] | None:
+    tools = _loads(text)
+    return [_chat_tool(t) for t in tools] if isinstance(tools, list) else None
+
+
 class Gap(Exception):
     """What a span does not hold, in words; the round is kept with no verdict."""
 
@@ -137,7 +166,7 @@ def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
         return default if value is None else value
     _check_text(key, value)
     try:
-        return json.loads(value)
+        return _loads(value)
     except json.JSONDecodeError:
         raise Gap(f"{key} is not whole JSON ({len(value):,} characters, it ends {value[-24:]!r}): the exporter cut it "
                   "at its length limit") from None
@@ -155,11 +184,12 @@ def _check_text(key: str, value: str) -> None:
 def _indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """``prefix.{i}.rest`` attributes as a list (by i) of dicts of ``rest``."""
     items: dict[int, dict[str, Any]] = {}
-    pattern = re.compile(re.escape(prefix) + r"\.(\d+)\.(.+)")
+    start = prefix + "."
     for key, value in attributes.items():
-        match = pattern.fullmatch(key)
-        if match:
-            items.setdefault(int(match.group(1)), {})[match.group(2)] = value
+        if key.startswith(start):
+            number, _, rest = key[len(start):].partition(".")
+            if number.isdigit() and rest:
+                items.setdefault(int(number), {})[rest] = value
     return [items[i] for i in sorted(items)]
 
 
@@ -208,8 +238,11 @@ def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[An
     if system:
         parts = system if isinstance(system, list) else [{"type": "text", "content": system}]
         messages.insert(0, _genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
-    tools = _json(attributes, "gen_ai.tool.definitions")
-    return messages, [_chat_tool(t) for t in tools] if isinstance(tools, list) else None
+    definitions = attributes.get("gen_ai.tool.definitions")
+    if isinstance(definitions, str):
+        _json(attributes, "gen_ai.tool.definitions")  # a cut or redacted list is a `Gap`
+        return messages, _genai_tools(definitions)
+    return messages, [_chat_tool(t) for t in definitions] if isinstance(definitions, list) else None
 
 
 def _openllmetry(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
@@ -232,7 +265,7 @@ def _openllmetry(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], l
 
 def _maybe_json(value: Any) -> Any:
     try:
-        return json.loads(value) if isinstance(value, str) else value
+        return _loads(value) if isinstance(value, str) else value
     except json.JSONDecodeError:
         return value
 
@@ -243,14 +276,14 @@ def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]],
         message: dict[str, Any] = {"role": item.get("message.role", "user")}
         if "message.content" in item:
             message["content"] = _text("llm.input_messages", item["message.content"])
-        contents = _indexed(item, "message.contents")
+        contents = _indexed(item, "message.contents") if "message.content" not in item else []
         if contents:
             message["content"] = [
                 {"type": "text", "text": _text("llm.input_messages", c.get("message_content.text", ""))}
                 if c.get("message_content.type", "text") == "text"
                 else {"type": "image_url", "image_url": {"url": c.get("message_content.image.image.url")}}
                 for c in contents]
-        calls = _indexed(item, "message.tool_calls")
+        calls = _indexed(item, "message.tool_calls") if len(item) > 2 else []
         if calls:
             message["tool_calls"] = [{"id": c.get("tool_call.id"), "type": "function", "function": {
                 "name": c.get("tool_call.function.name"), "arguments": c.get("tool_call.function.arguments", "")}}
@@ -318,10 +351,9 @@ def span_round(span: Span, kind: str) -> Round:
     except Gap as exc:
         gap = str(exc)
         messages, tools = [{"role": "user", "content": ""}], None
-    body: dict[str, Any] = {"model": model, "messages": messages}
-    if tools:
-        body["tools"] = tools
-    round_ = chat_round(body, span.where)
+    round_ = chat_round({"model": model, "messages": messages}, span.where)
+    if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
+        round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
     round_.time = datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc) if span.start_ns else None
     round_.measured = None if gap else _usage(attributes, kind)
     round_.gap = gap

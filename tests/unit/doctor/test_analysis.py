@@ -101,9 +101,9 @@ def test_the_summary_never_says_every_round_extends_when_rounds_started_other_co
 
 
 def test_the_cached_tokens_chart_labels_whole_tokens_when_every_count_is_0():
-    from ui.content import Texts
-    from ui.doctor_charts import measured_chart
+    from core.charts.doctor import measured_chart
+    from core.words import ContentWords
     findings = [f.to_dict() for f in analyse("crewai__crew_kickoff_usage_metrics").findings]
-    spec = measured_chart(findings, Texts("en")).to_dict()
+    spec = measured_chart(findings, ContentWords("en")).to_dict()
     y = spec["encoding"]["y"]
     assert y["axis"]["format"] == ",d" and y["scale"]["domainMax"] == 1 and y["scale"]["domainMin"] == 0

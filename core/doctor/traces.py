@@ -165,6 +165,8 @@ def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
     if value is None or not isinstance(value, str):
         return default if value is None else value
     _check_text(key, value)
+    if not value.lstrip().startswith(("[", "{")):  # plain text where JSON was specified (LiteLLM's instructions)
+        return value
     try:
         return _loads(value)
     except json.JSONDecodeError:
@@ -239,6 +241,8 @@ def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[An
         parts = system if isinstance(system, list) else [{"type": "text", "content": system}]
         messages.insert(0, _genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
     definitions = attributes.get("gen_ai.tool.definitions")
+    if definitions is None and "llm.request.functions.0.name" in attributes:  # LiteLLM: OpenLLMetry's tool keys
+        return messages, _openllmetry(attributes)[1]
     if isinstance(definitions, str):
         _json(attributes, "gen_ai.tool.definitions")  # a cut or redacted list is a `Gap`
         return messages, _genai_tools(definitions)
@@ -354,14 +358,24 @@ def span_round(span: Span, kind: str) -> Round:
     round_ = chat_round({"model": model, "messages": messages}, span.where)
     if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
         round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
+    round_.endpoint = _endpoint(attributes)
     round_.time = datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc) if span.start_ns else None
     round_.measured = None if gap else _usage(attributes, kind)
     round_.gap = gap
     return round_
 
 
-def _conversation(span: Span) -> str:
-    return next((str(span.attributes[k]) for k in SESSION_KEYS if span.attributes.get(k)), span.trace_id)
+def _endpoint(attributes: Mapping[str, Any]) -> str:
+    """The server a span called, where it says (it chooses the provider's caching rule, as a log's URL does)."""
+    base = attributes.get("gen_ai.openai.api_base")
+    if isinstance(base, str) and "://" in base:
+        return base
+    address, port = attributes.get("server.address"), attributes.get("server.port")
+    return f"https://{address}{f':{port}' if port else ''}/" if isinstance(address, str) and address else ""
+
+
+def _session(span: Span) -> str | None:
+    return next((str(span.attributes[k]) for k in SESSION_KEYS if span.attributes.get(k)), None)
 
 
 def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
@@ -369,17 +383,25 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     began, each in time order. The notes say what was read and which conventions."""
     found: list[tuple[Span, str]] = []
     others = 0
+    sessions: dict[str, str] = {}  # a session id on any span of a trace (its root, often) holds for all of them
     for where, document in documents:
         for span in _otlp_spans(document, where):
+            session = _session(span)
+            if session is not None:
+                sessions.setdefault(span.trace_id, session)
             kind = family(span.attributes)
             if kind is None:
                 others += 1
             else:
                 found.append((span, kind))
+
+    def conversation(span: Span) -> str:
+        return _session(span) or sessions.get(span.trace_id) or span.trace_id
+
     begun: dict[str, int] = {}
     for span, _ in sorted(found, key=lambda item: item[0].start_ns):
-        begun.setdefault(_conversation(span), span.start_ns)
-    found.sort(key=lambda item: (begun[_conversation(item[0])], _conversation(item[0]), item[0].start_ns))
+        begun.setdefault(conversation(span), span.start_ns)
+    found.sort(key=lambda item: (begun[conversation(item[0])], conversation(item[0]), item[0].start_ns))
     rounds, errors = [], []
     for span, kind in found:
         try:
@@ -387,12 +409,12 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
     kinds = sorted({kind for _, kind in found})
-    sessions = len({s.attributes[k] for s, _ in found for k in SESSION_KEYS if s.attributes.get(k)})
+    named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
     notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {len(found)} LLM spans, one round each, from "
              f"{len({s.trace_id for s, _ in found})} traces"
-             + (f" in {sessions} sessions" if sessions else " (no session ids)")
+             + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other spans"]
-    if any(kind == GENAI for kind in kinds) and not any("gen_ai.tool.definitions" in s.attributes for s, _ in found):
+    if any(kind == GENAI for kind in kinds) and not any(r.raw_tools for r in rounds):
         notes.append("the spans record no tool definitions (gen_ai.tool.definitions): a tool list that changed "
                      "cannot be seen, only the messages are compared")
     gaps = [r for r in rounds if r.gap]

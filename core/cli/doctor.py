@@ -119,7 +119,7 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
 
 
 CONTINUATION = {doctor.NEW_CONVERSATION: "start another conversation (each keeps its own cache; only what they "
-                                          "share at the start is read)",
+                                          "share at the start can be read from the cache)",
                 doctor.FORMAT_CHANGED: "switch to another API format (two formats never share a cache)",
                 doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)"}
 
@@ -148,7 +148,7 @@ def _print_cost(f: doctor.RoundFinding, analysis: doctor.Analysis) -> None:
     if f.cause == doctor.HISTORY_COMPACTED:
         print(f"round {f.round}: the history was compacted (a summary replaces it, on purpose): {f.lost_tokens:,} "
               f"tokens of round {f.compared_with} are no longer read from the cache and {f.recomputed_tokens:,} are "
-              "recomputed once; later rounds extend the shorter prompt.")
+              "recomputed.")
     if f.not_compared:
         print(f"round {f.round}: not compared: {f.not_compared}")
 

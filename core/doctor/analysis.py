@@ -193,6 +193,8 @@ def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round
     in_last = in_last or (span_prev is not None and span_prev.field == "template" and common >= last_start)
     whole_prompts = len(prev_round.messages) == 1 and not prev_round.tools
     head = _head_span(span_prev, span_cur)  # model, parameters, tools: keyed, never a tail edit
+    if causes.compacted(prev_round, cur_round):  # a compaction replaced the history: never a tail edit either
+        return common, True, causes.HISTORY_COMPACTED, span_cur or span_prev
     if head is None and (in_last or whole_prompts) and counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS:
         return common, False, causes.END_OF_PROMPT, span_cur or span_prev
     cause = causes.classify(prev_round, cur_round, previous, current, span_prev, span_cur)

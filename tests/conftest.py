@@ -12,6 +12,9 @@ from playwright.sync_api import Browser
 from core.backends.connect import Connection, Target, open_connection
 from core.engine.server import LocalServer
 from tests.fake_openai import FakeOpenAIServer
+from tests.support.postgres import postgres, postgres_url
+
+__all__ = ["postgres", "postgres_url"]  # the session's PostgreSQL cluster and a fresh database in it, for every test
 
 # Tests (and the apps and CLIs they start) never write to the user's own run store; the store's
 # tests give their own files.

@@ -1,8 +1,11 @@
-"""Runs that last: a SQLite store of every run (`db`), its machine (`machine`), imports and exports (`transfer`).
+"""Runs that last: a store of every run (`db`) on SQLite or PostgreSQL (`engine`, `schema`), its machine
+(`machine`), imports and exports (`transfer`).
 
-``open_store()`` opens ``$PREFILL_LAB_DB`` (default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``;
-``:memory:`` keeps nothing on disk). A file it cannot use is left untouched: the store then lives in
-memory and its ``problem`` says why, so a page or the CLI can say it and go on measuring.
+``open_store()`` opens ``$PREFILL_LAB_DB``: a path (default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``),
+``:memory:`` (nothing kept on disk) or a ``postgresql://`` URL. A file it cannot use is left untouched:
+the store then lives in memory and its ``problem`` says why, so a page or the CLI can say it and go on
+measuring. A server that does not answer is tried again on each write; what was measured meanwhile
+waits in memory (`RunStore.unsaved`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def open_store(location: str | None = None) -> RunStore:
         store = RunStore.open(where)
     except StoreError as exc:
         store = RunStore.memory(problem=f"{exc} Runs are kept in memory until this program stops.")
-    seed_reference(store)
-    store.purge_visitors()
+    if not store.problem:  # a server that does not answer yet gets the reference run at the next start
+        seed_reference(store)
+        store.purge_visitors()
     return store

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: servers they start and stop themselves."""

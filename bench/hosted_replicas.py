@@ -24,7 +24,7 @@ from typing import Any
 from bench.common import finish
 from bench.hosted_load import percentile
 from bench.streamlit_client import Visitor, cpu_seconds, load_average
-from tests.support.postgres import postgres_cluster
+from tests.support.postgres import Cluster
 from tests.support.replicas import Replicas
 
 RATES = [5, 10, 15, 20, 25, 30, 35, 40, 50, 60, 70, 80]  # new sessions per second
@@ -90,8 +90,8 @@ def plan(cpu_ms: float) -> list[dict[str, Any]]:
 
 def main() -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="prefill-lab-replicas-"))
-    with postgres_cluster(folder / "pg") as db_url:
-        results = [measure(n, db_url, folder) for n in (1, 2)]
+    with Cluster() as cluster:
+        results = [measure(n, cluster.url(cluster.database()), folder) for n in (1, 2)]
     one, two = results
     ratio = round(two["sessions_per_s"] / one["sessions_per_s"], 2) if one["sessions_per_s"] else None
     cpu_ms = max(r["cpu_ms_per_session"] for r in results)

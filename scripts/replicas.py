@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.postgres import postgres_cluster  # noqa: E402 - after the checkout is on the path
+from tests.support.postgres import Cluster  # noqa: E402 - after the checkout is on the path
 from tests.support.replicas import Replicas  # noqa: E402
 
 
@@ -34,13 +34,14 @@ def main() -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with postgres_cluster(folder / "pg") as url:
-            env = {**os.environ, "PREFILL_LAB_DB": url, "HOME": str(folder)}
+        with Cluster() as cluster:
+            env = {**os.environ, "PREFILL_LAB_DB": cluster.url(cluster.database()), "HOME": str(folder)}
             if not args.local:
                 env["PREFILL_LAB_HOSTED"] = "true"
             ports = [args.port + 1 + i for i in range(args.replicas)]
-            print(f"Starting PostgreSQL, {args.replicas} replicas (ports {ports[0]}-{ports[-1]}) and nginx in {folder} ...",
-                  flush=True)
+            print(f"PostgreSQL runs in {cluster.root}; starting {args.replicas} replicas "
+                  f"(ports {ports[0]}-{ports[-1]}) "
+                  "and nginx ...", flush=True)
             with Replicas(folder / "replicas", args.replicas, env, listen=args.port, ports=ports):
                 print(f"Open http://127.0.0.1:{args.port} . Logs: {folder / 'replicas'}. Ctrl-C stops everything.",
                       flush=True)

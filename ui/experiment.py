@@ -45,7 +45,7 @@ from ui.store import (
     store_notice,
 )
 from ui.texts import texts
-from ui.visitor import finish_run, ledger, page_alive_probe, visitor_id
+from ui.visitor import finish_run, ledger, line, page_alive_probe, visitor_id
 
 TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "cached_tokens",
                  "cache_write_tokens", "prefill_ms", "first_reasoning_ms", "ttft_ms", "output_tokens", "decode_ms",
@@ -105,7 +105,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
         run = BackgroundRun(plan.experiment, run_settings, rows, lock_key=target.lock_key(),
                             planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
-                            visitor=visitor, busy_slots=conn.busy_slots)
+                            visitor=visitor, busy_slots=conn.busy_slots, line=line())
         run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor, settings.max_waiting_runs)
     except Refused as exc:
         if spend is not None:

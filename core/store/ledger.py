@@ -27,15 +27,18 @@ PRUNE_EVERY_S = 600.0  # spends older than a day are deleted at most this often
 class StoreLedger:
     """`core.hosting.Ledger` on a store's database (table ``budget_spends``)."""
 
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, clock: Callable[[], float] = time.time, down: str = "") -> None:
         self.db = db
         self.clock = clock
+        self.down = down  # why the store asked for could not be opened: then nothing is reserved at all
         self._unsettled: dict[str, int] = {}  # settlements the database did not take yet: spend id -> tokens
         self._guard = threading.Lock()
         self._pruned_at = -PRUNE_EVERY_S
 
     def reserve(self, visitor: str, tokens: int, settings: HostedSettings) -> Spend:
         """Reserve ``tokens`` for ``visitor``'s run, or raise `Refused`: a budget is spent, or the ledger is down."""
+        if self.down:
+            raise Refused("ledger_down", reason=self.down)
         self._settle_pending()
         now = self.clock()
         spend = Spend(visitor, tokens, now)

@@ -183,11 +183,21 @@ class Replicas:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
-    def landed(self, route: str, path: str = "/_stcore/stream") -> list[int]:
-        """The replicas (indexes) that served requests for ``path`` with route cookie ``route``, in order."""
-        log = (self.folder / "access.log").read_text() if (self.folder / "access.log").exists() else ""
+    def log_size(self) -> int:
+        log = self.folder / "access.log"
+        return log.stat().st_size if log.exists() else 0
+
+    def landed(self, route: str, path: str = "/", since: int = 0) -> list[int]:
+        """The replicas (indexes) that served the requests under ``path`` with route cookie ``route``, in order,
+        from byte ``since`` of the access log on (nginx logs a request when it ends: a WebSocket when it closes)."""
+        log = self.folder / "access.log"
+        if not log.exists():
+            return []
+        with log.open("rb") as f:
+            f.seek(since)
+            text = f.read().decode()
         served = []
-        for line in log.splitlines():
+        for line in text.splitlines():
             match = re.match(r"(\S*) (\S+) \d+ \"\w+ (\S+)", line)
             if match and match[1] == route and match[3].startswith(path):
                 port = int(match[2].rsplit(":", 1)[1]) if ":" in match[2] else 0
@@ -195,11 +205,33 @@ class Replicas:
                     served.append(self.ports.index(port))
         return served
 
-    def route_to(self, i: int) -> str:
+    def restart_all(self) -> None:
+        """Stop every replica, then start them again on their ports (a redeploy), and wait until nginx sends
+        requests to each again (it keeps a replica that refused a connection out for ``fail_timeout``)."""
+        for i in range(len(self.ports)):
+            self.stop(i)
+        for i in range(len(self.ports)):
+            self.start(i)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.route_to(len(self.ports) - 1, tries=20)
+                self.route_to(0, tries=20)
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    def route_to(self, i: int, tries: int = 1000) -> str:
         """A route cookie value that nginx sends to replica ``i`` (found by asking: nginx's hash is its own)."""
-        for n in range(1000):
-            route = f"probe{n}"
-            httpx.get(self.url + "/_stcore/health", cookies={ROUTE_COOKIE: route}, timeout=10)
-            if self.landed(route, "/_stcore/health")[-1:] == [i]:
+        for n in range(tries):
+            route, since = f"probe{n}", self.log_size()
+            answer = httpx.get(self.url + "/_stcore/health", cookies={ROUTE_COOKIE: route}, timeout=10)
+            deadline = time.monotonic() + 1
+            while answer.status_code == 200 and not self.landed(route, "/_stcore/health", since) \
+                    and time.monotonic() < deadline:
+                time.sleep(0.02)  # nginx writes the line just after the answer
+            if answer.status_code == 200 and self.landed(route, "/_stcore/health", since) == [i]:
                 return route
         raise RuntimeError(f"no route cookie reaches replica {i}")

@@ -12,9 +12,9 @@ import logging
 import streamlit as st
 
 from ui.navigation import PAGES
+from ui.runs.saved import visitor
 from ui.sidebar import render_sidebar
-from ui.store import visitor
-from ui.texts import texts
+from ui.text import texts
 
 st.set_page_config(page_title="Prefill Lab", page_icon="⏱️", layout="wide")
 t = texts()

@@ -7,20 +7,20 @@ import streamlit as st
 
 from core.backends import BACKENDS, ENGINE
 from core.backends.connect import Connection
+from core.charts.base import RunView
+from core.charts.batch import latency_chart, streams_chart, throughput_chart
 from core.engine.server import DEFAULT_CONTEXT, EngineError
 from core.experiments import batch as bt
 from core.experiments.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
 from core.experiments.registry import EXPERIMENTS
-from ui.batch_charts import latency_chart, streams_chart, throughput_chart
-from ui.content import Texts
-from ui.contract import ExperimentPlan, Records, RunView
-from ui.engine import start_embedded
-from ui.experiment import explain, run_controls, show_run
-from ui.measured import measured
 from ui.roofline import batch_verdict_note, show_prediction
-from ui.secrets import hosted
-from ui.state import BACKEND_KEY
-from ui.texts import texts
+from ui.runs.contract import ExperimentPlan, Records
+from ui.runs.controls import run_controls
+from ui.runs.history import measured
+from ui.runs.loop import explain, show_run
+from ui.session import BACKEND_KEY, hosted
+from ui.sidebar.engine import start_embedded
+from ui.text import Texts, texts
 
 t = texts()
 st.title(t("batch.title"))

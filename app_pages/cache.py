@@ -6,21 +6,22 @@ from collections.abc import Sequence
 import streamlit as st
 
 from core.backends.connect import Connection
+from core.charts.base import RunView
+from core.charts.cache import cache_token_chart, cache_ttft_chart
+from core.documents import DocumentError, FittedDocument, default_document, read_document
 from core.experiments import prefix_cache as ex
 from core.experiments import summaries
-from core.experiments.prompts import STRATEGIES, DocumentError, FittedDocument, default_document, read_document
+from core.experiments.prompts import STRATEGIES
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.samples import chapter_reference
 from core.experiments.verdicts import cache_verdict
 from core.records import RoundResult
-from ui.charts import cache_token_chart, cache_ttft_chart
-from ui.content import Texts
-from ui.contract import ExperimentPlan, RunView
-from ui.document import fit_for_backend
-from ui.experiment import explain, run_controls, show_run
-from ui.secrets import hosted
-from ui.state import BACKEND_KEY
-from ui.texts import texts
+from ui.runs.contract import ExperimentPlan
+from ui.runs.controls import run_controls
+from ui.runs.document import fit_for_backend
+from ui.runs.loop import explain, show_run
+from ui.session import BACKEND_KEY, hosted
+from ui.text import Texts, texts
 
 t = texts()
 st.title(t("cache.title"))

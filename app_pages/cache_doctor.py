@@ -10,14 +10,12 @@ import streamlit as st
 from core import doctor
 from core.backends import BACKENDS
 from core.backends.connect import Connection
+from core.charts.base import RunView
+from core.charts.doctor import doctor_chart
 from core.experiments.base import Plan, RunContext
 from core.records import RoundResult
-from ui.connection import connect, current_target
-from ui.content import Texts
-from ui.contract import ExperimentPlan, RunSource, RunView
-from ui.doctor_charts import doctor_chart
-from ui.doctor_fix import proven_fix_section
-from ui.doctor_sections import (
+from ui.doctor.fix import proven_fix_section
+from ui.doctor.sections import (
     audit_section,
     billing_section,
     diagnosis_section,
@@ -25,11 +23,13 @@ from ui.doctor_sections import (
     timeline_section,
     unexplained_section,
 )
-from ui.experiment import run_controls, show_run
-from ui.secrets import hosted
-from ui.state import BACKEND_KEY
-from ui.texts import texts
-from ui.visitor import bounded_uploads, free_uploads_when_gone
+from ui.runs.contract import ExperimentPlan, RunSource
+from ui.runs.controls import run_controls
+from ui.runs.loop import show_run
+from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
+from ui.session import BACKEND_KEY, hosted
+from ui.sidebar.target import connect, current_target
+from ui.text import Texts, texts
 
 t = texts()
 st.title(t("doctor.title"))

@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from ui.figures import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
-from ui.measure_machine import measure_machine_button
-from ui.measured import measured
+from ui.home import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
 from ui.roofline import backend_prediction
-from ui.texts import language, texts
+from ui.roofline.measure import measure_machine_button
+from ui.runs.history import measured
+from ui.text import language, texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
 

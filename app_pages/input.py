@@ -4,16 +4,17 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from core.charts.base import RunView
+from core.charts.input import input_chart
 from core.experiments import input_length as ex
 from core.experiments import summaries
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.verdicts import input_verdict
 from core.records import RoundResult
-from ui.charts import input_chart
-from ui.content import Texts
-from ui.contract import ExperimentPlan, RunView
-from ui.experiment import explain, run_controls, show_run
-from ui.texts import texts
+from ui.runs.contract import ExperimentPlan
+from ui.runs.controls import run_controls
+from ui.runs.loop import explain, show_run
+from ui.text import Texts, texts
 
 t = texts()
 st.title(t("input.title"))

@@ -4,18 +4,19 @@ from collections.abc import Sequence
 
 import streamlit as st
 
+from core.charts.base import RunView
+from core.charts.output import output_charts
 from core.experiments import output_length as ex
 from core.experiments import summaries
 from core.experiments.registry import EXPERIMENTS
 from core.experiments.verdicts import output_verdict
 from core.records import RoundResult
-from ui.charts import output_charts
-from ui.content import Texts
-from ui.contract import ExperimentPlan, RunView
-from ui.experiment import explain, run_controls, show_run
-from ui.measured import measured
 from ui.roofline import ratio_verdict, show_prediction
-from ui.texts import texts
+from ui.runs.contract import ExperimentPlan
+from ui.runs.controls import run_controls
+from ui.runs.history import measured
+from ui.runs.loop import explain, show_run
+from ui.text import Texts, texts
 
 t = texts()
 st.title(t("output.title"))

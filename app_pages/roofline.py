@@ -5,15 +5,14 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
+from core.charts.base import RunView
+from core.charts.roofline import Marked, roofline_chart
 from core.experiments import roofline as rf
+from core.experiments.phases import CHAPTER_MODEL, chapter_points
 from core.experiments.registry import EXPERIMENTS
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement, place
 from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
-from core.roofline.phases import CHAPTER_MODEL, chapter_points
 from core.roofline.report import percent, si
-from ui.content import Texts
-from ui.contract import ExperimentPlan, Records, RunView
-from ui.experiment import explain, run_controls, show_run
 from ui.roofline import (
     ACCELERATOR_KEY,
     BYTES_KEY,
@@ -25,8 +24,10 @@ from ui.roofline import (
     points_table,
     session_points,
 )
-from ui.roofline_chart import Marked, roofline_chart
-from ui.texts import texts
+from ui.runs.contract import ExperimentPlan, Records
+from ui.runs.controls import run_controls
+from ui.runs.loop import explain, show_run
+from ui.text import Texts, texts
 
 
 def record_table(rows: Sequence[rf.RooflineRecord]) -> pd.DataFrame:

@@ -3,9 +3,18 @@
 import streamlit as st
 
 from core.store import MEMORY
-from ui.secrets import hosted
-from ui.store import choice_label, import_upload, report_maker, run_store, runs_table, saved_runs, store_notice, visitor
-from ui.texts import texts
+from ui.runs.saved import (
+    choice_label,
+    import_upload,
+    report_maker,
+    run_store,
+    runs_table,
+    saved_runs,
+    store_notice,
+    visitor,
+)
+from ui.session import hosted
+from ui.text import texts
 
 t = texts()
 st.title(t("runs.title"))

@@ -1,7 +1,7 @@
 """The app's own CPU share during a run in headless Chromium: experiment 4 (and experiment 2) at their default
 settings, the streamlit process and Chromium measured apart from the server, against the machine's total.
 
-Each run: the real app (`tests.browser.running_app`) on the embedded engine, one Chromium page opened on the
+Each run: the real app (`tests.support.browser.running_app`) on the embedded engine, one Chromium page opened on the
 experiment, Run clicked, and CPU read from Linux ``/proc`` between the click and the page going idle with the
 run done. The streamlit process's own time (``/proc/<pid>/stat``: its threads, not the llama-server it started),
 Chromium's (every Chromium process under this one) and the machine's (``/proc/stat``) give the shares; app CPU
@@ -24,9 +24,9 @@ from playwright.sync_api import expect, sync_playwright
 
 from bench.common import finish
 from bench.streamlit_client import cpu_seconds, load_average
-from core.roofline.busy import _machine, _ticks_per_s
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, running_app
-from tests.test_browser import idle
+from core.engine.meter import _machine, _ticks_per_s
+from tests.browser.test_app import idle
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, running_app
 
 PAGES = {"batch": ("/batch", re.compile(r"^Done: \d+ levels?")),
          "output": ("/output", re.compile(r"^Done: \d+ rounds"))}

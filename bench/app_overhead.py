@@ -4,7 +4,7 @@ in alternating blocks so a drift of the machine hits both alike.
 
 Two figures: TTFT minus the server's prefill time (larger through the app if a redraw leaked into a
 timed request), and each block's wall time per request (larger through the app by what the page's
-redraw costs: a watched run waits for the redraw before its next request, `core.experiments.runner.REDRAW_WAIT_S`).
+redraw costs: a watched run waits for the redraw before its next request, `core.runs.runner.REDRAW_WAIT_S`).
 """
 
 from __future__ import annotations

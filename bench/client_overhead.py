@@ -11,8 +11,9 @@ import urllib.request
 
 from bench.common import finish, spread, table
 from core.backends import ChatRequest, LlamaServerBackend
+from core.documents import default_document
 from core.engine.server import LocalServer
-from core.experiments.prompts import default_document, nonce
+from core.experiments.prompts import nonce
 
 REQUESTS = 30
 MAX_TOKENS = 16

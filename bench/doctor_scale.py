@@ -8,7 +8,7 @@ from bench.common import finish, spread, table
 from core import doctor
 from core.backends.tokens import EstimatingTokenCounter
 from core.doctor.formats import chat_round
-from core.experiments.prompts import default_document
+from core.documents import default_document
 
 ROUNDS, CHARS, REPEATS = 100, 200_000, 5
 

@@ -20,10 +20,10 @@ from statistics import median
 from bench.common import finish
 from core.backends.connect import Target, open_connection
 from core.backends.tokens import TokenCounter
+from core.documents import default_document, fit_document
 from core.engine.server import LocalServer
 from core.experiments import input_length, output_length, prefix_cache
 from core.experiments.base import RunContext, warm_up
-from core.experiments.prompts import default_document, fit_document
 from core.records import RoundResult
 
 

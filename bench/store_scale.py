@@ -19,13 +19,13 @@ from typing import Any
 from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec as to_vega_lite
 
 from bench.common import finish, spread, table
+from core.charts.base import RunView
+from core.charts.cache import cache_token_chart, cache_ttft_chart
 from core.experiments.prefix_cache import ID as CACHE
 from core.records import RoundResult
 from core.store import RunStore
-from ui.charts import cache_token_chart, cache_ttft_chart
-from ui.content import Texts
-from ui.contract import RunView
-from ui.store import runs_table
+from ui.runs.saved import runs_table
+from ui.text import Texts
 
 ROUNDS_PER_RUN, RUNS, ADDS, REPEATS = 12, 1000, 2000, 5
 TICKED = (10, 100, 1000)  # saved runs ticked onto the charts

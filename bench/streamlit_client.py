@@ -24,7 +24,7 @@ import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from tests.browser import running_app
+from tests.support.browser import running_app
 
 
 @dataclass

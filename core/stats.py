@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -37,3 +38,15 @@ def linear_fit(xs: Iterable[float | None], ys: Iterable[float | None]) -> Linear
     ss_tot = sum((y - mean_y) ** 2 for _, y in pairs)
     ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in pairs)
     return LinearFit(slope, intercept, 1.0 - ss_res / ss_tot if ss_tot else 1.0)
+
+
+def nearest_rank(values: Sequence[float], percent: float) -> float | None:
+    """The nearest-rank percentile: the smallest value with at least ``percent`` % of the values at or below it.
+
+    With the n values sorted, it is the one at 1-based rank ``ceil(percent / 100 * n)`` (rank 1 for 0 %).
+    It is always one of the measured values, never an interpolation; None when there are none.
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]

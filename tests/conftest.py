@@ -11,7 +11,7 @@ from playwright.sync_api import Browser
 
 from core.backends.connect import Connection, Target, open_connection
 from core.engine.server import LocalServer
-from tests.fake_openai import FakeOpenAIServer
+from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.postgres import postgres, postgres_url
 
 __all__ = ["postgres", "postgres_url"]  # the session's PostgreSQL cluster and a fresh database in it, for every test
@@ -51,17 +51,17 @@ def fresh_run_store() -> Iterator[None]:
     """Each test's app starts with an empty in-memory run store: one test's saved run (a failed round, say)
     must not show on the next test's page as its newest run."""
     yield
-    from ui import store
+    from ui.runs import saved as store
 
     store._open.clear()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium per test module (tests/browser.py has its flags)."""
+    """One headless Chromium per test module (tests/support/browser.py has its flags)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.browser import CHROMIUM, CHROMIUM_ARGS
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
 
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

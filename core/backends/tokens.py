@@ -1,7 +1,7 @@
 """Counting tokens: exactly with a llama-server's tokenizer, or by an estimate that real usage corrects.
 
 A connection carries one (`core.backends.connect.Connection.counter`); documents are fitted to a
-budget with it (`core.experiments.prompts.fit_document`).
+budget with it (`core.documents.fit_document`).
 """
 
 from __future__ import annotations

@@ -45,9 +45,9 @@ from core.engine.server import EngineError
 from core.experiments.base import RunContext, exported_settings
 from core.experiments.batch import BatchLevel
 from core.experiments.registry import EXPERIMENTS, Experiment
-from core.experiments.runner import DONE, FAILED, STOPPED
 from core.export import Record, to_csv, to_json
 from core.records import RoundResult
+from core.runs.runner import DONE, FAILED, STOPPED
 from core.store import RunStore
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.

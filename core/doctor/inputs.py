@@ -23,7 +23,7 @@ from core.backends.usage import find_usage, read_timings, read_usage
 from core.doctor.diagnostics import provider_diagnosis
 from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
-from core.experiments.prompts import DocumentError, read_document
+from core.documents import DocumentError, read_document
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
 READ_CHUNK = 1024 * 1024

@@ -18,7 +18,6 @@ streams and levels go on; a level where every request failed ends the sweep.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,14 +28,11 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.tokens import TokenCounter
+from core.documents import default_document
 from core.experiments.base import OUTPUT_PROMPT_TOKENS, Option, Plan, RunContext, ints
-from core.experiments.prompts import (
-    default_document,
-    input_length_messages,
-    nonce,
-    output_length_messages,
-)
+from core.experiments.prompts import input_length_messages, nonce, output_length_messages
 from core.records import RequestResult, renamed
+from core.stats import nearest_rank
 
 ID = "batch"
 BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
@@ -49,18 +45,6 @@ class Settings:
     concurrency: tuple[int, ...] = (1, 2, 4, 8)  # the levels N of the sweep
     output_tokens: int = 128
     prompt_tokens: int = 600
-
-
-def nearest_rank(values: Sequence[float], percent: float) -> float | None:
-    """The nearest-rank percentile: the smallest value with at least ``percent`` % of the values at or below it.
-
-    With the n values sorted, it is the one at 1-based rank ``ceil(percent / 100 * n)`` (rank 1 for 0 %).
-    It is always one of the measured values, never an interpolation; None when there are none.
-    """
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
 
 
 @dataclass

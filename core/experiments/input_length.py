@@ -8,8 +8,9 @@ from dataclasses import dataclass, field, replace
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.backends.tokens import EstimatingTokenCounter
+from core.documents import default_document
 from core.experiments.base import INTERNAL, RESERVED_TOKENS, Option, Plan, RunContext, ints
-from core.experiments.prompts import default_document, input_length_messages, nonce
+from core.experiments.prompts import input_length_messages, nonce
 from core.records import RoundResult
 
 ID = "input"

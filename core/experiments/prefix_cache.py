@@ -13,16 +13,9 @@ from pathlib import Path
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
+from core.documents import DocumentError, FittedDocument, default_document, fit_document, read_document
 from core.experiments.base import INTERNAL, NO_WIDGET, RESERVED_TOKENS, Option, Plan, RunContext, names
-from core.experiments.prompts import (
-    STRATEGIES,
-    Conversation,
-    DocumentError,
-    FittedDocument,
-    default_document,
-    fit_document,
-    read_document,
-)
+from core.experiments.prompts import STRATEGIES, Conversation
 from core.records import RoundResult
 
 ID = "cache"

@@ -1,8 +1,4 @@
-"""Documents, token budgets and the prompts each experiment sends.
-
-The default document is Python's own language reference help text (``pydoc_data.topics``), which
-ships with every CPython: about 465,000 characters of real technical prose (roughly 110k tokens),
-so nothing third-party is bundled.
+"""The prompts each experiment sends.
 
 Prefix-cache strategies (experiment 3) are small functions that turn the fixed parts of a system
 prompt into the text sent in one round. Only what they put at the *start* matters to the cache.
@@ -10,16 +6,11 @@ prompt into the text sent in one round. Only what they put at the *start* matter
 
 from __future__ import annotations
 
-import functools
 import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-
-from core.backends.tokens import TokenCounter
-
-MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 
 
 def nonce() -> str:
@@ -27,59 +18,6 @@ def nonce() -> str:
     return uuid.uuid4().hex[:12]
 
 
-class DocumentError(ValueError):
-    """An upload that cannot be used as a document; the message says why."""
-
-
-@functools.cache
-def default_document() -> str:
-    """Python's language-reference help topics, in a fixed order."""
-    from pydoc_data.topics import topics
-
-    return "\n\n".join(topics[name] for name in sorted(topics))
-
-
-def read_document(data: bytes, name: str = "upload", max_bytes: int = MAX_UPLOAD_BYTES) -> str:
-    """Decode an uploaded text file, or raise `DocumentError` with a message a user can act on."""
-    if len(data) > max_bytes:
-        raise DocumentError(f"{name} is {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB.")
-    if not data.strip():
-        raise DocumentError(f"{name} is empty.")
-    if b"\x00" in data[:8192]:
-        raise DocumentError(f"{name} looks like a binary file, not text. Upload a UTF-8 text file.")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DocumentError(
-            f"{name} is not valid UTF-8 (byte {exc.start}). Save it as UTF-8 text and upload again."
-        ) from None
-    return text.replace("\r\n", "\n")
-
-
-@dataclass
-class FittedDocument:
-    text: str
-    tokens: int
-    original_tokens: int
-    exact: bool
-
-    @property
-    def truncated(self) -> bool:
-        return self.tokens < self.original_tokens
-
-
-def fit_document(text: str, budget_tokens: int, counter: TokenCounter) -> FittedDocument:
-    """Cut ``text`` to at most ``budget_tokens`` tokens (at a token boundary when counts are exact)."""
-    if budget_tokens <= 0:
-        raise DocumentError("The token budget leaves no room for the document.")
-    original = counter.count(text)
-    if original <= budget_tokens:
-        return FittedDocument(text, original, original, counter.exact)
-    cut = counter.truncate(text, budget_tokens)
-    return FittedDocument(cut, min(counter.count(cut), budget_tokens), original, counter.exact)
-
-
-# -- experiments 1 and 2: prompts that cannot hit the cache by accident ----------------------------
 def input_length_messages(document: str, run_nonce: str) -> list[dict[str, str]]:
     """A unique nonce first (so nothing is reused), then the document, then a one-word question."""
     return [

@@ -5,8 +5,8 @@
 content key (``[input]``, ``nav.input`` in content/*.toml), the page's URL (``/cache``), the
 session history key and the prefix of its widgets' session keys (``cache_rounds``). Read from here:
 the CLI's ``--only`` and options (`core.cli.main`), the app's navigation (`ui.navigation`), the
-session defaults (`ui.state`), the recorded samples (`Experiment.recorded`), the exports' record
-key (`records_key`) and the page tests (tests/test_pages.py, tests/test_registry.py).
+session defaults (`ui.session`), the recorded samples (`Experiment.recorded`), the exports' record
+key (`records_key`) and the page tests (tests/pages/test_pages.py, tests/unit/experiments/test_registry.py).
 
 Adding an experiment with id ``ID`` touches, outside its own new files (``core/experiments/NAME.py``
 with ``ID``, ``Settings``, ``plan``, ``prepare``, ``rounds``, ``OPTIONS`` and, if it wants them, its

@@ -15,8 +15,9 @@ from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
+from core.documents import default_document
 from core.experiments.base import Option, Plan, RunContext
-from core.experiments.prompts import default_document, input_length_messages, nonce
+from core.experiments.prompts import input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult
 from core.roofline import peaks

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from core.report.html import VENDORED, build_report
-from core.report.words import ContentWords, Words
+from core.words import ContentWords, Words
 
 __all__ = ["VENDORED", "ContentWords", "Words", "build_report"]

@@ -1,6 +1,6 @@
 """Vega-Lite specs for a report: each experiment's charts with every run on them, coloured by run.
 
-The same axes and series as the pages' charts (`ui/charts.py`), as plain Vega-Lite JSON: a report
+The same axes and series as the pages' charts (`core/charts/`), as plain Vega-Lite JSON: a report
 is built by the CLI too, which has no Altair theme or Streamlit, and the JSON is all the inlined
 Vega-Lite needs.
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 from core.experiments import batch, input_length, output_length, prefix_cache
 from core.export import Record
-from core.report.words import Words
+from core.words import Words
 
-PREFILL, DECODE, CACHE_HIT = "#2563eb", "#ea580c", "#16a34a"  # the app's phase colours (ui/palette.py)
+PREFILL, DECODE, CACHE_HIT = "#2563eb", "#ea580c", "#16a34a"  # the app's phase colours (core/charts/palette.py)
 RUN_COLOURS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be185d", "#a16207", "#4b5563"]
 Spec = dict[str, Any]
 ReportRun = tuple[str, Sequence[Record]]  # a run's label and its records

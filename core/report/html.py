@@ -19,9 +19,9 @@ from core.experiments import batch, input_length, output_length, prefix_cache
 from core.experiments.registry import EXPERIMENTS
 from core.export import Record
 from core.report.charts import experiment_charts
-from core.report.words import Words
 from core.store.db import SavedRun
 from core.store.machine import machine_name
+from core.words import Words
 
 VENDOR = Path(__file__).resolve().parent / "vendor"
 VENDORED = {"vega": "6.4.0", "vega-lite": "6.5.0", "vega-embed": "7.3.0"}  # npm packages, BSD-3-Clause

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from core.engine.cpu import cache_dir, cores, cpu_key, cpu_model
-from core.roofline.busy import CpuMeter
+from core.engine.meter import CpuMeter
 
 PROBE = "probe"
 MATMUL_N = 2048

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.experiments.runner import DONE, FAILED, RUNNING, STOPPED
 from core.export import Record
+from core.runs.runner import DONE, FAILED, RUNNING, STOPPED
 from core.secrets import redact
 from core.store.codec import compact, record_from_dict
 from core.store.engine import SQLITE, Database, DatabaseError, PostgreSQL, SQLite, is_url

@@ -22,8 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from core.experiments.runner import RUNNING, BackgroundRun, RunQueue
 from core.hosting import Refused
+from core.runs.runner import RUNNING, BackgroundRun, RunQueue
 from core.store.db import CUT
 from core.store.engine import Database, DatabaseError, Transaction
 
@@ -33,7 +33,7 @@ WAITING = "waiting"
 
 
 class LeaseLine:
-    """`core.experiments.runner.Line` on a store's database (table ``run_leases``)."""
+    """`core.runs.runner.Line` on a store's database (table ``run_leases``)."""
 
     def __init__(self, db: Database, lease_s: float = 20.0, clock: Callable[[], float] = time.time,
                  replica: str | None = None) -> None:

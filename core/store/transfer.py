@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from core.experiments.registry import EXPERIMENTS
-from core.experiments.runner import DONE
 from core.export import Record, to_json
 from core.records import renamed
+from core.runs.runner import DONE
 from core.store.codec import record_from_dict
 from core.store.db import CUT, ENDED, IMPORTED, REFERENCE, RunStore, SavedRun
 from core.store.machine import machine_name

@@ -1,1 +1,6 @@
-"""Helpers shared by the tests: servers they start and stop themselves."""
+"""What the tests share: the app under AppTest, the app in Chromium, a fake OpenAI server, the paths."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"

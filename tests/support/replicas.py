@@ -25,7 +25,7 @@ from types import TracebackType
 import httpx
 
 from core.engine.server import free_port
-from tests.browser import start_app, stop_app
+from tests.support.browser import start_app, stop_app
 
 LISTEN = 8080
 PORTS = (8501, 8502, 8503)

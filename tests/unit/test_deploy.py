@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.apptest import ROOT
+from tests.support import ROOT
 from tests.support.replicas import NGINX, nginx_config, site_config
 
 

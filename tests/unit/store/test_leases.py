@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from core.experiments.runner import DONE, QUEUED, RUNNING, BackgroundRun
 from core.hosting import Refused
+from core.runs.runner import DONE, QUEUED, RUNNING, BackgroundRun
 from core.store import CUT, open_store
 from core.store.leases import LeaseLine
-from tests.apptest import ROOT
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow  # leases expire in seconds; a process killed
 LEASE_S = 2.0
@@ -76,7 +76,7 @@ def test_two_replicas_share_one_cap_and_one_line_in_arrival_order(location: str)
 REPLICA = textwrap.dedent("""
     import sys, time
     from core.experiments.prefix_cache import ID
-    from core.experiments.runner import BackgroundRun
+    from core.runs.runner import BackgroundRun
     from core.records import RoundResult
     from core.store import open_store
     from core.store.leases import LeaseLine

@@ -1,0 +1,68 @@
+"""The roofline chart: log-log FLOP/s against FLOP per byte, each machine's two roofs, the ridge, the phases.
+
+A machine's roof is min(peak FLOP/s, bandwidth x intensity): a slanted line (bandwidth-bound) that
+bends flat at the ridge point. A machine without a published compute peak (Apple's GPUs) has only
+its slanted line. Measured phases are filled marks; bounds that were not measured are hollow.
+Nothing here calls Streamlit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import altair as alt
+import pandas as pd
+
+from core.charts.palette import DECODE, PREFILL, SERIES
+from core.roofline.arithmetic import PhasePoint, roof_line
+from core.roofline.peaks import Roof
+from core.words import Words
+
+LOW, HIGH = 0.3, 30_000.0
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A phase point drawn under one machine's name; ``measured`` False for a bound (hollow)."""
+
+    machine: str
+    point: PhasePoint
+    measured: bool = True
+
+
+def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Words) -> alt.LayerChart:
+    machines = [roof.machine for roof in roofs]
+    colours = alt.Scale(domain=machines, range=SERIES[: len(machines)])
+    lines = pd.DataFrame([{"machine": roof.machine, "intensity": x, "flops": y}
+                          for roof in roofs for x, y in roof_line(roof, LOW, HIGH)])
+    ridges = pd.DataFrame([{"machine": r.machine, "intensity": r.ridge, "flops": r.flops,
+                            "label": t("roofline.ridge_label", ridge=r.ridge)} for r in roofs if r.ridge and r.flops])
+    marks = pd.DataFrame([{"machine": m.machine, "phase": t(f"phase.{m.point.measurement.phase}"),
+                           "run": m.point.measurement.label, "intensity": m.point.intensity,
+                           "flops": m.point.flops_per_s, "tps": m.point.measurement.tps,
+                           "kind": t("roofline.kind_measured" if m.measured else "roofline.kind_bound")}
+                          for m in points])
+    x = alt.X("intensity:Q", title=t("roofline.x"), scale=alt.Scale(type="log", domain=[LOW, HIGH], nice=False))
+    y = alt.Y("flops:Q", title=t("roofline.y"), scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"))
+    colour = alt.Color("machine:N", title=None, scale=colours, legend=alt.Legend(orient="bottom", columns=2))
+    layers: list[alt.Chart] = [alt.Chart(lines).mark_line(strokeWidth=2).encode(
+        x=x, y=y, color=colour, tooltip=["machine", alt.Tooltip("flops:Q", format=".3s")])]
+    if not ridges.empty:
+        layers.append(alt.Chart(ridges).mark_point(shape="diamond", size=90, filled=True).encode(
+            x=x, y=y, color=alt.Color("machine:N", scale=colours, legend=None), tooltip=["machine", "label"]))
+        layers.append(alt.Chart(ridges).mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="label"))
+    if not marks.empty:
+        phases = [t("phase.prefill"), t("phase.decode")]
+        kinds = [t("roofline.kind_measured"), t("roofline.kind_bound")]
+        layers.append(alt.Chart(marks).mark_point(size=120, strokeWidth=2).encode(
+            x=x, y=y,
+            color=alt.Color("phase:N", title=None, scale=alt.Scale(domain=phases, range=[PREFILL, DECODE]),
+                            legend=alt.Legend(orient="bottom")),
+            shape=alt.Shape("machine:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
+            fill=alt.condition(alt.datum.kind == kinds[0], alt.Color("phase:N", scale=alt.Scale(
+                domain=phases, range=[PREFILL, DECODE]), legend=None), alt.value("transparent")),
+            tooltip=["machine", "run", "phase", "kind", alt.Tooltip("tps:Q", title="tokens/s", format=",.1f"),
+                     alt.Tooltip("intensity:Q", title="FLOP/byte", format=".3g"),
+                     alt.Tooltip("flops:Q", title="FLOP/s", format=".3s")]))
+    return alt.layer(*layers).resolve_scale(color="independent").properties(height=420)

@@ -1,0 +1,1 @@
+"""The cache doctor's page parts: its findings' sections and the fix it can apply and measure."""

@@ -1,0 +1,181 @@
+"""The roofline in the app: this machine's roofs, the backend's model, this session's phases, the predictions.
+
+The probe runs only when the reader asks (the roofline page's or the home page's button); until
+then the cached figures of an earlier probe on this machine are used, and pages without them say
+how to get a prediction. For an API the reader names the hardware and the model's size on the
+roofline page (kept in session state); unnamed hardware gives no roofs and no MFU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import streamlit as st
+
+from core.backends import API, BACKENDS, ENGINE
+from core.engine.choice import EngineError, find_model
+from core.experiments import batch, input_length, output_length, roofline
+from core.experiments.batch import BatchLevel
+from core.experiments.phases import batch_of, decode_of, prefill_of, probe_phases
+from core.experiments.roofline import RooflineRecord
+from core.records import RoundResult
+from core.roofline import peaks
+from core.roofline.arithmetic import (
+    MIN_SHOWABLE_GAIN,
+    RATIO_SPREAD,
+    Measurement,
+    PhasePoint,
+    Prediction,
+    place,
+    predict,
+)
+from core.roofline.hardware import ACCELERATORS
+from core.roofline.model import ModelFacts, from_gguf, from_server, from_user
+from core.roofline.peaks import Roof
+from ui.runs.history import measured, rows_of
+from ui.session import BACKEND_KEY
+from ui.text import Texts
+
+ACCELERATOR_KEY = "roofline_accelerator"  # an API's hardware, named by the reader ("" = not named)
+PARAMS_KEY = "roofline_params_b"  # an API model's size in billions of weights
+BYTES_KEY = "roofline_bytes_per_weight"
+
+
+def local_backend() -> bool:
+    return BACKENDS[st.session_state.get(BACKEND_KEY, "local")].needs != API
+
+
+def machine_roof() -> Roof | None:
+    """This machine's roofs from its latest probe (experiment 5, or a page's Measure button); None before one."""
+    return peaks.cached()
+
+
+def measure_machine() -> Roof:
+    """Run the probe now (a few seconds) and keep it as this machine's figures."""
+    return peaks.machine_roof(rerun=True)
+
+
+def backend_roof() -> Roof | None:
+    """The roofs the selected backend runs under: this machine's for a local server, the named accelerator's
+    for an API (None until named)."""
+    if local_backend():
+        return machine_roof()
+    return ACCELERATORS.get(st.session_state.get(ACCELERATOR_KEY) or "")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _gguf_facts(path: str, mtime_ns: int) -> ModelFacts:
+    return from_gguf(Path(path))
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _server_facts(url: str) -> ModelFacts | None:
+    try:
+        return from_server(httpx.get(url.rstrip("/").removesuffix("/v1") + "/v1/models", timeout=3).json())
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def backend_model() -> ModelFacts | None:
+    """The model's costs: the embedded engine's GGUF, a llama-server's /v1/models, or the reader's named size."""
+    spec = BACKENDS[st.session_state.get(BACKEND_KEY, "local")]
+    if spec.needs == ENGINE:
+        try:
+            path = find_model()
+            return _gguf_facts(str(path), path.stat().st_mtime_ns)
+        except (EngineError, OSError, ValueError, ImportError):
+            return None
+    if spec.needs != API:
+        return _server_facts(st.session_state.get("llama_url", ""))
+    billions = st.session_state.get(PARAMS_KEY)
+    if not billions:
+        return None
+    return from_user(str(st.session_state.get("model", "")), float(billions),
+                     float(st.session_state.get(BYTES_KEY, 2.0)))
+
+
+def session_measurements() -> list[Measurement]:
+    """Experiments 1, 2, 4 and 5 of this session (their newest runs, recorded ones labelled as such)."""
+    found = [prefill_of(rows_of(input_length.ID, RoundResult)), decode_of(rows_of(output_length.ID, RoundResult))]
+    return ([m for m in found if m is not None] + batch_of(rows_of(batch.ID, BatchLevel))
+            + probe_phases(rows_of(roofline.ID, RooflineRecord)))
+
+
+def session_points(roof: Roof, model: ModelFacts) -> list[PhasePoint]:
+    return [place(roof, model, m) for m in session_measurements()]
+
+
+def backend_prediction() -> Prediction | None:
+    """What the roofs predict for the selected backend; G from this session's experiments 1 and 2 once run."""
+    roof, model = backend_roof(), backend_model()
+    if roof is None or model is None:
+        return None
+    m = measured()
+    return predict(roof, model, m.prefill_tps, m.decode_tps)
+
+
+def points_table(points: Sequence[PhasePoint]) -> list[dict[str, object]]:
+    return [{"phase": p.measurement.phase, "run": p.measurement.label, "N": p.measurement.streams,
+             "tokens/s": round(p.measurement.tps, 1), "FLOP/s": p.flops_per_s, "bytes/s": p.bytes_per_s,
+             "FLOP/byte": round(p.intensity, 2), "MFU": p.mfu, "MBU": p.mbu, "bound": p.bound_by} for p in points]
+
+
+def show_prediction(t: Texts, experiment: str) -> None:
+    """Before a run: what the roofs say experiment 2 (``output``) or 4 (``batch``) can show on this backend."""
+    p = backend_prediction()
+    if p is None:
+        if not local_backend():
+            st.caption(t("roofline.need_hardware"))
+            return
+        left, right = st.columns([3, 1])
+        left.caption(t("roofline.need_probe"))
+        if right.button(t("roofline.measure"), key=f"roofline_measure_{experiment}", icon=":material/speed:"):
+            with st.spinner(t("roofline.measuring")):
+                measure_machine()
+            st.rerun()
+        return
+    if experiment == batch.ID:
+        key = "roofline.exp4_predict_yes" if p.can_show_batching else "roofline.exp4_predict_no"
+        text = t.rich(key, gain=p.gain_bound, threshold=MIN_SHOWABLE_GAIN,
+                      source=t(f"roofline.gain_from_{p.gain_from}"))
+    else:
+        text = t.rich("roofline.exp2_predict", ratio=p.ratio, low=p.ratio / RATIO_SPREAD, high=p.ratio * RATIO_SPREAD)
+    roof = backend_roof()
+    if roof is not None and roof.notes.get("busy"):  # a busy probe understates both roofs, so R and G too
+        text += " " + t("roofline.prediction_busy", share=100 * float(roof.notes.get("cpu_share", 0)))
+    st.markdown(f"**{t('roofline.prediction')}** " + text, unsafe_allow_html=True)
+
+
+def ratio_verdict(t: Texts, measured_ratio: float) -> str:
+    """After experiment 2: the measured prefill:decode ratio against the prediction ("" without one)."""
+    p = backend_prediction()
+    if p is None:
+        return ""
+    key = "roofline.exp2_agrees" if p.ratio_agrees(measured_ratio) else "roofline.exp2_disagrees"
+    return t(key, ratio=p.ratio, measured=measured_ratio, spread=RATIO_SPREAD)
+
+
+def batch_verdict_note(t: Texts, gain: float | None, shown: bool | None = None) -> tuple[bool, str]:
+    """After experiment 4: (whether this machine can show batching at all, the sentence comparing with G).
+
+    G is an upper bound: a run that fell short of showing it (``shown`` False) on a machine that could is
+    told so, and why, not to run again (one core on the prebuilt engine: 1.2x measured of 2.8x allowed)."""
+    p = backend_prediction()
+    if p is None or gain is None:
+        return True, ""
+    if p.can_show_batching and shown is False:
+        return True, t("roofline.exp4_short", gain=gain, bound=p.gain_bound)
+    if p.can_show_batching:
+        return True, t("roofline.exp4_verdict", gain=gain, bound=p.gain_bound)
+    return False, t("roofline.exp4_cannot", gain=gain, bound=p.gain_bound, threshold=MIN_SHOWABLE_GAIN)
+
+
+def busy_note(t: Texts, cpu: dict[str, Any] | None) -> None:
+    """Beside a verdict: the machine was busy during the run (others took a large share of the CPU)."""
+    if cpu and cpu.get("busy"):
+        others = max(cpu["busy_s"] - cpu["server_s"] - cpu["app_s"], 0.0)
+        st.warning(t("roofline.busy", share=100 * cpu["server_share"], others=others, app=cpu["app_s"]),
+                   icon=":material/speed:")

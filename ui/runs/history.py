@@ -1,0 +1,50 @@
+"""The numbers this session has measured so far, for the explainer page to quote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+import streamlit as st
+
+from core.experiments import batch, input_length, output_length, prefix_cache, summaries
+from core.experiments.batch_summary import BatchSummary, summarize_batch
+from core.export import Record
+from core.records import RoundResult
+from ui.runs.saved import latest_saved
+
+R = TypeVar("R", bound=Record)
+
+
+def rows_of(experiment: str, kind: type[R]) -> list[R]:
+    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything: this
+    session's, else the newest saved one (a reload or a restart keeps the numbers)."""
+    for run in reversed(st.session_state.get("history", {}).get(experiment, [])):
+        rows = [r for r in run.rows if isinstance(r, kind) and not r.error]
+        if rows:
+            return rows
+    saved = latest_saved(experiment)
+    return [r for r in saved.rows if isinstance(r, kind) and not r.error] if saved else []
+
+
+@dataclass
+class Measured:
+    prefill_tps: float | None
+    decode_tps: float | None
+    ms_per_output_token: float | None
+    cache: dict[str, summaries.StrategySummary]
+    batch: BatchSummary | None = None  # experiment 4: its first and last level
+
+    @property
+    def ratio(self) -> float | None:
+        if self.prefill_tps and self.decode_tps:
+            return self.prefill_tps / self.decode_tps
+        return None
+
+
+def measured() -> Measured:
+    inp = summaries.summarize_input(rows_of(input_length.ID, RoundResult))
+    out = summaries.summarize_output(rows_of(output_length.ID, RoundResult))
+    return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
+                    summaries.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
+                    summarize_batch(rows_of(batch.ID, batch.BatchLevel)))

@@ -1,0 +1,210 @@
+"""The run store in the app: one per process, each visitor's share of it, saving a run as it goes.
+
+Local install: every run is the user's; ``owner`` is "" and every page sees every run (the CLI's
+too). Hosted mode (`core.hosting`): a visitor is an unguessable random id kept in the page's URL
+(``?visitor=…``), so a reload of the tab, or the link bookmarked, finds the same runs, and
+another visitor, with another id, never sees them. No cookie is set (Streamlit cannot set one
+without a component) and ``st.context`` holds nothing that outlives a reload. A visitor's runs are
+deleted a day after they started (`core.store.db.VISITOR_KEEP_S`). The operator turns the disk off
+with ``PREFILL_LAB_DB = ":memory:"``: runs then live in this process's memory, still per visitor.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from core.charts.base import RunView
+from core.export import Record
+from core.report import build_report
+from core.runs.runner import RUNNING, STOPPED, BackgroundRun, RowSource
+from core.store import (
+    CUT,
+    ENV,
+    MEASURED,
+    ImportRefused,
+    RunStore,
+    SavedRun,
+    default_location,
+    import_export,
+    machine_info,
+    machine_name,
+    open_store,
+)
+from ui.session import hosted, secret
+from ui.text import Texts, language
+
+VISITOR_PARAM = "visitor"
+VISITOR_KEY = "visitor_id"
+_VISITOR_ID = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
+
+
+@st.cache_resource(show_spinner=False)
+def _open(location: str) -> RunStore:
+    return open_store(location)
+
+
+def run_store() -> RunStore:
+    """The store this app writes to: ``PREFILL_LAB_DB`` from the secrets or the environment, else the default."""
+    return _open(secret(ENV) or default_location())
+
+
+def visitor() -> str | None:
+    """None on a local install; in hosted mode this visitor's id, kept in (and read back from) the URL."""
+    if not hosted().hosted:
+        return None
+    vid = st.session_state.get(VISITOR_KEY)
+    if not vid:
+        given = st.query_params.get(VISITOR_PARAM, "")
+        vid = given if _VISITOR_ID.match(given) else secrets.token_urlsafe(24)
+        st.session_state[VISITOR_KEY] = vid
+    if st.query_params.get(VISITOR_PARAM) != vid:  # a page switch drops the query: put it back
+        st.query_params[VISITOR_PARAM] = vid
+    return str(vid)
+
+
+def owner() -> str:
+    """The owner written on this session's runs: the visitor's id, "" on a local install."""
+    return visitor() or ""
+
+
+def saved_runs(experiment: str | None = None) -> list[SavedRun]:
+    """The runs this session may see, newest first."""
+    return run_store().runs(experiment, owner=visitor())
+
+
+def start_saving(experiment: str, settings: dict[str, Any], label: str, source: RowSource,
+                 api_key: str | None) -> tuple[str, RowSource]:
+    """Record a new run and return its id and a source that writes each record as the worker gets it."""
+    store = run_store()
+    run_id = uuid.uuid4().hex[:12]
+    store.begin(experiment, settings, label=label, owner=owner(), secrets=[api_key], run_id=run_id)
+
+    def rows(cancel: Any, progress: Callable[[dict[str, Any]], None]) -> Iterator[Record]:
+        for row in source(cancel, progress):
+            store.add(run_id, row)
+            yield row
+
+    return run_id, rows
+
+
+def finish_saving(run: BackgroundRun) -> None:
+    """Called in the worker when the run ends: how it ended (done, stopped, failed)."""
+    run_store().finish(run.run_id, run.status)
+
+
+def forget(run_id: str) -> None:
+    """A run recorded but never started (refused): not a run at all."""
+    run_store().delete(run_id, owner=visitor())
+
+
+def as_run(saved: SavedRun) -> BackgroundRun:
+    """A saved run as the page shows a finished run (a cut one as stopped: its rounds are all there is)."""
+    run = BackgroundRun.recorded(saved.experiment, saved.settings, run_store().records(saved.id), saved.label)
+    run.run_id = saved.id
+    if saved.status in (STOPPED, CUT):
+        run.status = STOPPED
+    return run
+
+
+def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = False) -> pd.DataFrame:
+    """What the lists show: label, machine, model, date, rounds, status, source."""
+    return pd.DataFrame([{
+        t("runs.col_label"): run.label,
+        **({t("runs.col_experiment"): run.experiment} if experiment_column else {}),
+        t("runs.col_machine"): machine_name(run.machine),
+        t("runs.col_model"): run.model,
+        t("runs.col_date"): datetime.fromtimestamp(run.started_at).strftime("%Y-%m-%d %H:%M"),
+        t("runs.col_rounds"): run.rounds,
+        t("runs.col_status"): t(f"runs.status_{run.status}"),
+        t("runs.col_source"): t(f"runs.source_{run.source}"),
+    } for run in runs])
+
+
+def choice_label(run: SavedRun) -> str:
+    return f"{run.label} · {machine_name(run.machine)} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
+
+
+def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
+    """What a download button calls to build the HTML report of these saved runs, in the page's language.
+
+    Streamlit calls it on another thread, outside the script (no session state there), so the store,
+    the visitor and the language are taken now.
+    """
+    store, who, lang, ids = run_store(), visitor(), language(), list(run_ids)
+
+    def make() -> str:
+        entries = [(saved, store.records(saved.id)) for run_id in ids
+                   if (saved := store.get(run_id, owner=who)) is not None]
+        return build_report(entries, t, lang)
+
+    return make
+
+
+def store_notice(t: Texts) -> None:
+    """Say when runs are not being saved to disk, and why."""
+    store = run_store()
+    if store.problem:
+        st.warning(t("runs.store_problem", problem=store.problem), icon=":material/database:")
+
+
+def latest_saved(experiment: str) -> BackgroundRun | None:
+    """The newest run of ``experiment`` measured here (not imported, not the reference) that has ended and
+    measured something, as a finished run."""
+    for saved in run_store().runs(experiment, owner=visitor(), source=MEASURED):
+        if saved.status != RUNNING and saved.rounds:
+            return as_run(saved)
+    return None
+
+
+def saved_compare(t: Texts, experiment: str, current_id: str | None,
+                  session_only: Sequence[BackgroundRun]) -> tuple[list[str], list[RunView]]:
+    """Let the reader tick saved runs of this experiment (newest first) to draw beside the current one;
+    ``session_only`` are runs shown but never saved (the shipped recorded results).
+
+    Returns the ticked saved runs' ids (for the report) and every ticked run as a `RunView`.
+    """
+    runs = [r for r in saved_runs(experiment) if r.id != current_id]
+    names = {f"session:{r.run_id}": r.label for r in session_only} | {r.id: choice_label(r) for r in runs}
+    if not names:
+        return [], []
+    key = f"compare_{experiment}"
+    if key in st.session_state:  # a run deleted elsewhere is no longer offered
+        st.session_state[key] = [c for c in st.session_state[key] if c in names]
+    chosen = st.multiselect(t("common.compare"), list(names), format_func=names.__getitem__, key=key,
+                            help=t("runs.saved_help"))
+    store = run_store()
+    views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]
+    ids = [c for c in chosen if not c.startswith("session:")]
+    here = machine_name(machine_info())
+    labels = {r.id: r.label if machine_name(r.machine) == here else f"{r.label} · {machine_name(r.machine)}"
+              for r in runs}  # another machine's run says which on the chart
+    records = store.records_of(ids)
+    return ids, views + [RunView(labels[i], records[i]) for i in ids]
+
+
+def saved_list(t: Texts, experiment: str) -> None:
+    """This experiment's saved runs, newest first: label, machine, model, date, rounds, status."""
+    runs = saved_runs(experiment)
+    if runs:
+        with st.expander(f"{t('runs.saved')} ({len(runs)})"):
+            st.dataframe(runs_table(t, runs), hide_index=True, key=f"saved-{experiment}", height=240)
+
+
+def import_upload(t: Texts, name: str, data: bytes) -> None:
+    """Import an uploaded export into this visitor's runs; say what came in, or why not (file and line)."""
+    try:
+        ids = import_export(run_store(), data.decode("utf-8"), name, owner=owner())
+    except UnicodeDecodeError:
+        st.error(t("runs.import_refused", error=f"{name} is not UTF-8 text."))
+    except ImportRefused as exc:
+        st.error(t("runs.import_refused", error=str(exc)))
+    else:
+        st.success(t("runs.imported", n=len(ids), name=name))

@@ -157,15 +157,28 @@ def saving(records: Iterable[Record], store: RunStore | None, experiment: str, s
         yield from records
         return
     run_id = store.begin(experiment, settings, label=label, secrets=secrets)
-    status, failed = STOPPED, False
+    status, failed, waiting = STOPPED, False, bool(store.unsaved)
     try:
         for record in records:
             store.add(run_id, record)
+            if bool(store.unsaved) != waiting:  # said when it happens, and when it is over
+                waiting = bool(store.unsaved)
+                print(f"warning: {store.problem}" if waiting else "The run store works again: every round measured "
+                      "so far is written.", file=sys.stderr)
             failed = failed or bool(record.error)
             yield record
         status = FAILED if failed else DONE
     finally:
         store.finish(run_id, status)
+
+
+def unsaved(store: RunStore | None) -> bool:
+    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
+    if store is None or not store.unsaved or store.flush():
+        return False
+    print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
+          f"{store.failing}. Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)
+    return True
 
 
 def run_experiments(args: argparse.Namespace) -> int:
@@ -229,6 +242,8 @@ def run_experiments(args: argparse.Namespace) -> int:
         args.json.write_text(to_json(settings, records))
     if args.csv:
         args.csv.write_text(to_csv(settings, rows or next(iter(records.values()), [])))
+    if unsaved(store) and not interrupted:
+        return 1
     if interrupted:
         return INTERRUPTED
     return 1 if any(r.error for kind in records.values() for r in kind) else 0

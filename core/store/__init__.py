@@ -11,6 +11,7 @@ waits in memory (`RunStore.unsaved`).
 from __future__ import annotations
 
 from core.store.db import (
+    AUTHOR_ENV,
     CUT,
     ENV,
     IMPORTED,
@@ -25,9 +26,9 @@ from core.store.db import (
 from core.store.machine import machine_info, machine_name
 from core.store.transfer import REFERENCE_ID, ImportRefused, export_run, import_export, read_export, seed_reference
 
-__all__ = ["CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused", "RunStore",
-           "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info", "machine_name",
-           "open_store", "read_export", "seed_reference"]
+__all__ = ["AUTHOR_ENV", "CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused",
+           "RunStore", "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info",
+           "machine_name", "open_store", "read_export", "seed_reference"]
 
 
 def open_store(location: str | None = None) -> RunStore:
@@ -37,7 +38,12 @@ def open_store(location: str | None = None) -> RunStore:
         store = RunStore.open(where)
     except StoreError as exc:
         store = RunStore.memory(problem=f"{exc} Runs are kept in memory until this program stops.")
-    if not store.problem:  # a server that does not answer yet gets the reference run at the next start
+    def settle() -> None:
         seed_reference(store)
         store.purge_visitors()
+
+    if store.problem and store.shared:  # a server that cannot be reached yet: when it can
+        store.when_up = settle
+    elif not store.problem:
+        settle()
     return store

@@ -31,7 +31,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,7 @@ class RunStore:
         self._opened = problem  # why this store is in memory though a file was asked for; "" otherwise
         self._failing = ""  # why the database refuses writes or reads now ("" when it works)
         self._pending: list[tuple[str, tuple[Any, ...]]] = []  # writes kept for when it works again
+        self.when_up: Callable[[], None] | None = None  # called once, the first time the database works
         self.shared = db.dialect != SQLITE
         self.author = default_author(self.shared) if author is None else author
         self._secrets: dict[str, tuple[str, ...]] = {}
@@ -165,9 +166,16 @@ class RunStore:
     def problem(self) -> str:
         """Why runs are not (all) being saved, in a sentence for a page or the CLI; "" when they are."""
         if self._failing and self._pending:
-            return (f"{self._failing}. {len(self._pending)} writes of what is being measured are kept in memory and "
-                    "written when it works again; they are lost if this program stops first.")
+            n = len(self._pending)
+            writes = f"{n} writes of what is being measured are" if n != 1 else "1 write of what is being measured is"
+            return (f"{self._failing}. {writes} kept in memory and written when it works again; lost if this program "
+                    "stops first.")
         return self._failing or self._opened
+
+    @property
+    def failing(self) -> str:
+        """Why the database fails now, and what to do ("" when it works)."""
+        return self._failing
 
     @property
     def unsaved(self) -> int:
@@ -330,8 +338,15 @@ class RunStore:
                     continue
                 self._pending.pop(0)
                 if not self._pending:
-                    self._failing = ""
+                    self._up()
             return True
+
+    def _up(self) -> None:
+        """The database works (nothing waits): no problem to say; the first time, `when_up`."""
+        self._failing = ""
+        hook, self.when_up = self.when_up, None
+        if hook is not None:
+            hook()
 
     def _write(self, sql: str, params: Sequence[Any], keep: bool = True) -> int:
         """One statement in its own transaction, and the rows it changed (0 when it failed: `problem` says why).
@@ -351,7 +366,7 @@ class RunStore:
                 self._failed(exc)
                 return 0
             if not self._pending:
-                self._failing = ""
+                self._up()
             return changed
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -365,7 +380,7 @@ class RunStore:
                 self._failed(exc)
                 return []
             if not self._pending:
-                self._failing = ""
+                self._up()
             return rows
 
     def begin(self, experiment: str, settings: dict[str, Any], *, label: str, machine: dict[str, Any] | None = None,

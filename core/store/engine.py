@@ -13,7 +13,8 @@ driver's level, which an ORM layer hides; Alembic would bring a second version t
 dependency (``psycopg[binary]``) and one numbered list of scripts do it.
 
 A password in a URL is never shown: `shown` is the one function that turns a location into text
-for a page, a log line or an error message, and every driver error is passed through `redact`.
+for a page, a log line or an error message, and every driver message has the password masked
+(`PostgreSQL._say`: libpq may quote the whole connection string).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
-from core.secrets import MASK, redact
+from core.secrets import MASK
 
 SQLITE, POSTGRESQL = "sqlite", "postgresql"
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -229,8 +230,11 @@ class PostgreSQL(Database):
         self._in_transaction = False
 
     def _say(self, exc: BaseException) -> str:
+        """A driver's message in one line, the password masked (libpq may quote the whole connection string)."""
         text = " ".join(str(exc).split()) or type(exc).__name__
-        return redact(text, self._password)
+        for secret in {self._password, unquote(self._password or "")} - {None, ""}:
+            text = text.replace(str(secret), MASK)
+        return text
 
     def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
         if self._conn is not None and not self._conn.closed:
@@ -242,7 +246,7 @@ class PostgreSQL(Database):
                                          application_name="prefill-lab")
         except psycopg.Error as exc:
             self._failed_at = time.monotonic()
-            self._last_error = f"the server does not answer: {self._say(exc)}"
+            self._last_error = f"cannot connect: {self._say(exc)}"
             raise DatabaseError(self._last_error, transient=True) from exc
         if self._on_connect is not None:
             try:
@@ -273,7 +277,7 @@ class PostgreSQL(Database):
                 self._drop()
                 self._failed_at = time.monotonic()
             transient = lost or isinstance(exc, psycopg.OperationalError)
-            message = f"the server does not answer: {self._say(exc)}" if lost else self._say(exc)
+            message = f"the connection was lost: {self._say(exc)}" if lost else self._say(exc)
             if lost:
                 self._last_error = message
             raise DatabaseError(message, transient) from exc

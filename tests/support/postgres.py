@@ -45,7 +45,8 @@ class Cluster:
     """One PostgreSQL cluster of the tests' own; `url` gives a fresh database in it."""
 
     def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="prefill-pg-"))
+        # /tmp, not $TMPDIR: the postgres user must reach it, and a unix socket's path is short
+        self.root = Path(tempfile.mkdtemp(prefix="prefill-pg-", dir="/tmp" if os.path.isdir("/tmp") else None))
         self.data, self.socket_dir, self.log = self.root / "data", self.root / "run", self.root / "server.log"
         self.port = _free_port()
         self.password = "pw-" + secrets.token_hex(12)
@@ -66,7 +67,7 @@ class Cluster:
 
     def init(self) -> None:
         self._run(_bin("initdb"), "-D", str(self.data), "-U", "postgres", "--auth-local=trust",
-                  "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8" if _has_c_utf8() else "--locale=C")
+                  "--auth-host=scram-sha-256", "-E", "UTF8", "--no-locale")
 
     def start(self) -> None:
         options = (f"-k {self.socket_dir} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off "
@@ -114,10 +115,6 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
-
-
-def _has_c_utf8() -> bool:
-    return subprocess.run(["locale", "-a"], capture_output=True, text=True).stdout.lower().count("c.utf") > 0
 
 
 @pytest.fixture(scope="session")

@@ -30,6 +30,15 @@ def test_the_store_opens_on_both_engines_at_the_current_version(location: str) -
     assert "pw-" not in store.location  # the location a page shows
 
 
+@pytest.mark.parametrize("url", ["postgresql://u:pw-leak-999@127.0.0.1:notaport/db",
+                                 "postgresql://u:pw-leak-999@127.0.0.1:1/db?bogus=1",
+                                 "postgresql://u:p%40w@127.0.0.1:1/db", "postgresql://127.0.0.1:1/db?user=u&password=p%40w"])
+def test_a_malformed_or_refused_url_is_a_sentence_without_its_password(url: str) -> None:
+    store = open_store(url)
+    assert "cannot be used now (cannot connect: " in store.problem and "***" in store.location
+    assert "pw-leak-999" not in store.problem and "p@w" not in store.problem and "p%40w" not in store.problem
+
+
 def test_a_wrong_password_is_a_sentence_without_it(postgres: Cluster) -> None:
     url = postgres.url(postgres.database()).replace(postgres.password, "pw-wrong-guess-123")
     store = open_store(url)

@@ -1,5 +1,5 @@
 """The operator's token budgets in the store (`core.store.ledger`), on SQLite and on a real PostgreSQL: processes
-racing at the edge of the hourly budget, a restart, a ledger that cannot be read."""
+racing at the edge of the hourly budget, a restart, a ledger that cannot be read, a server that does not answer."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
+from core.engine.server import free_port
 from core.hosting import HostedSettings, Refused
+from core.runs.runner import DONE, BackgroundRun
 from core.store import open_store
+from core.store.leases import LeaseLine
 from core.store.ledger import StoreLedger
 
 pytestmark = pytest.mark.slow  # processes started and racing; a real PostgreSQL
@@ -68,3 +71,16 @@ def test_a_ledger_that_cannot_be_read_refuses_the_operators_key(location: str) -
     with pytest.raises(Refused, match="cannot read its token budget") as refused:
         ledger.reserve("a", 10, SETTINGS)
     assert refused.value.key == "ledger_down" and "budget_spends" in str(refused.value)
+
+
+def test_a_database_that_does_not_answer_refuses_the_operators_key_and_a_visitors_own_key_still_runs() -> None:
+    url = f"postgresql://prefill:pw-never-shown@127.0.0.1:{free_port()}/prefill"  # nothing listens there
+    store = open_store(url)
+    with pytest.raises(Refused) as refused:
+        StoreLedger(store.db).reserve("a", 10, SETTINGS)
+    assert refused.value.key == "ledger_down" and "127.0.0.1" in str(refused.value)  # the reason names the server
+    assert "pw-never-shown" not in str(refused.value)
+    own_key = BackgroundRun("x", {}, lambda cancel, progress: iter(()), visitor="a",
+                            line=LeaseLine(store.db, 2.0)).start(max_concurrent=1, per_visitor=1)
+    own_key.join(10)  # the line cannot be read either: the run waits in this process's own line, and runs
+    assert own_key.status == DONE

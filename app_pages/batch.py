@@ -10,9 +10,9 @@ from core.backends.connect import Connection
 from core.charts.base import RunView
 from core.charts.batch import latency_chart, streams_chart, throughput_chart
 from core.engine.server import DEFAULT_CONTEXT, EngineError
+from core.experiments import EXPERIMENTS
 from core.experiments import batch as bt
-from core.experiments.batch_summary import PRICE_LISTS, batch_verdict, summarize_batch
-from core.experiments.registry import EXPERIMENTS
+from core.experiments.prices import PRICE_LISTS
 from ui.roofline import batch_verdict_note, show_prediction
 from ui.runs.contract import ExperimentPlan, Records
 from ui.runs.controls import run_controls
@@ -65,7 +65,7 @@ def _tps(value: float | None) -> str:
 
 def draw(runs: Sequence[RunView[bt.BatchLevel]], t: Texts, key: str) -> None:
     rows = list(runs[0].rows)
-    last, summary = (rows[-1] if rows else None), summarize_batch(rows)
+    last, summary = (rows[-1] if rows else None), bt.summarize_batch(rows)
     a, b, c, d = st.columns(4)
     a.metric(t("batch.metric_decode"), _tps(last.aggregate_decode_tps if last else None),
              delta=f"{summary.decode_gain:.1f}x" if summary and summary.decode_gain else None)
@@ -86,15 +86,12 @@ def draw(runs: Sequence[RunView[bt.BatchLevel]], t: Texts, key: str) -> None:
         if level.errors:
             st.warning(t("batch.failed_level", n=level.concurrency, errors=level.errors, total=len(level.streams),
                          error=level.error))
-    shown, values = batch_verdict(rows)
+    shown, values = bt.batch_verdict(rows)
     showable, note = batch_verdict_note(t, values.get("decode_gain"), shown)
-    if shown is None:
-        verdict = t("batch.too_few")
-    elif shown:
-        verdict = f"{t('batch.shown', **values)} {note}"
-    else:  # "run again" only without a prediction; with one, the note says what this machine allows
-        verdict = t("batch.not_shown" if showable and not note else "batch.not_shown_here", **values) + " " + note
-    explain(t, "batch", shown, verdict.strip())
+    shown, verdict = bt.verdict_text(rows, t)
+    if shown is False and not (showable and not note):  # "run again" only without a prediction; with one,
+        verdict = t("batch.not_shown_here", **values)  # the note says what this machine allows
+    explain(t, "batch", shown, f"{verdict} {note}".strip() if shown is not None else verdict)
 
 
 def price_lens(t: Texts) -> None:

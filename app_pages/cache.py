@@ -9,12 +9,10 @@ from core.backends.connect import Connection
 from core.charts.base import RunView
 from core.charts.cache import cache_token_chart, cache_ttft_chart
 from core.documents import DocumentError, FittedDocument, default_document, read_document
+from core.experiments import EXPERIMENTS
 from core.experiments import prefix_cache as ex
-from core.experiments import summaries
 from core.experiments.prompts import STRATEGIES
-from core.experiments.registry import EXPERIMENTS
 from core.experiments.samples import chapter_reference
-from core.experiments.verdicts import cache_verdict
 from core.records import RoundResult
 from ui.runs.contract import ExperimentPlan
 from ui.runs.controls import run_controls
@@ -71,8 +69,8 @@ def check(settings: ex.Settings, conn: Connection) -> None:
 
 def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     rows = runs[0].rows
-    by_strategy = summaries.summarize_cache(rows)
-    ratios = summaries.recomputed_ratio(by_strategy)
+    by_strategy = ex.summarize_cache(rows)
+    ratios = ex.recomputed_ratio(by_strategy)
     metrics = [(f"{t('cache.metric_recomputed')} · {t(f'strategy.{s.strategy}')}",
                 f"{s.recomputed_total:,}" if s.recomputed_total is not None else "–") for s in by_strategy.values()]
     metrics += [
@@ -90,13 +88,7 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     ttft, ttft_slot = cache_ttft_chart(runs, t), st.empty()
     if ttft is not None:
         ttft_slot.altair_chart(ttft, width="stretch", key=f"cache-ttft-{key}")
-    shown, values = cache_verdict(rows)
-    if values:
-        values = {**values, "other": t(f"strategy.{values['other']}")}
-        verdict = t("cache.shown" if values["by"] == "tokens" else "cache.shown_time", **values)
-    else:
-        verdict = t("cache.not_shown")
-    explain(t, "cache", shown, verdict)
+    explain(t, "cache", *ex.verdict_text(rows, t))
 
 
 settings = ex.Settings(int(rounds), tuple(strategies), doc_name, int(doc_tokens), document, fitted)

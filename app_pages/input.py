@@ -6,10 +6,8 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.charts.input import input_chart
+from core.experiments import EXPERIMENTS
 from core.experiments import input_length as ex
-from core.experiments import summaries
-from core.experiments.registry import EXPERIMENTS
-from core.experiments.verdicts import input_verdict
 from core.records import RoundResult
 from ui.runs.contract import ExperimentPlan
 from ui.runs.controls import run_controls
@@ -28,7 +26,7 @@ with st.expander(t("common.settings"), expanded=True):
 
 def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     rows = runs[0].rows
-    summary = summaries.summarize_input(rows)
+    summary = ex.summarize_input(rows)
     a, b, c = st.columns(3)
     a.metric(
         t("input.metric_speed"), f"{summary.prefill_tps:,.0f} tok/s" if summary.prefill_tps else "–"
@@ -47,8 +45,7 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     chart, slot = input_chart(runs, t), st.empty()
     if chart is not None:
         slot.altair_chart(chart, width="stretch", key=f"input-chart-{key}")
-    shown, values = input_verdict(rows)
-    explain(t, "input", shown, t("input.shown", **values) if shown else t("input.not_shown"))
+    explain(t, "input", *ex.verdict_text(rows, t))
 
 
 plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], ex.Settings(tuple(sorted(sizes)), int(repeats)))

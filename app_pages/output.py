@@ -6,10 +6,8 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.charts.output import output_charts
+from core.experiments import EXPERIMENTS
 from core.experiments import output_length as ex
-from core.experiments import summaries
-from core.experiments.registry import EXPERIMENTS
-from core.experiments.verdicts import output_verdict
 from core.records import RoundResult
 from ui.roofline import ratio_verdict, show_prediction
 from ui.runs.contract import ExperimentPlan
@@ -29,7 +27,7 @@ with st.expander(t("common.settings"), expanded=True):
 
 def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     rows = runs[0].rows
-    summary = summaries.summarize_output(rows)
+    summary = ex.summarize_output(rows)
     prefill_tps = measured().prefill_tps
     ratio = prefill_tps / summary.decode_tps if prefill_tps and summary.decode_tps else None
     a, b, c = st.columns(3)
@@ -44,8 +42,7 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     if charts is not None:
         left.altair_chart(charts[0], width="stretch", key=f"output-total-{key}")
         right.altair_chart(charts[1], width="stretch", key=f"output-per-token-{key}")
-    shown, values = output_verdict(rows)
-    verdict = t("output.shown", **values) if shown else t("output.not_shown")
+    shown, verdict = ex.verdict_text(rows, t)
     if ratio:
         verdict += " " + t("output.ratio_note", ratio=ratio) + " " + ratio_verdict(t, ratio)
     explain(t, "output", shown, verdict)

@@ -7,9 +7,9 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.charts.roofline import Marked, roofline_chart
+from core.experiments import EXPERIMENTS
 from core.experiments import roofline as rf
 from core.experiments.phases import CHAPTER_MODEL, chapter_points
-from core.experiments.registry import EXPERIMENTS
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement, place
 from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
 from core.roofline.report import percent, si
@@ -47,8 +47,7 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
         value = found.get(kind)
         cell.metric(t(f"roofline.metric_{kind}"), (si(value, unit) if unit != "tokens/s" else f"{value:,.1f} {unit}")
                     if value else "–")
-    shown, values = rf.verdict(runs[0].rows)
-    explain(t, "roofline", shown, t("roofline.shown", **values) if shown else t("roofline.not_shown"))
+    explain(t, "roofline", *rf.verdict_text(runs[0].rows, t))
 
 
 t = texts()

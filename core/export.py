@@ -1,7 +1,7 @@
 """CSV and JSON exports of a run: its settings (never a key) and one record per round or level.
 
 A JSON export is ``{"settings": …, "rounds": […], "summary": …}``, with an experiment's records
-under its key (`core.experiments.registry.Experiment.records`: ``rounds``, or ``levels`` for
+under its key (`core.experiments.Experiment.records`: ``rounds``, or ``levels`` for
 experiment 4). Exports written with older spellings still load (`core.records.renamed`).
 """
 

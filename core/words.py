@@ -1,7 +1,9 @@
-"""The report's words from ``content/<lang>.toml`` for callers without the app (the CLI).
+"""The words of the app, the report and the CLI, kept as data: one TOML file per language in ``content/``.
 
-The app passes its own `ui.text.Texts`, which satisfies `Words` too, so a report downloaded
-from a page speaks the visitor's language; both read the same files.
+Text may mark a phase as ``[[prefill]]``, ``[[decode]]`` or ``[[cache_hit]]``: `ContentWords` leaves just the
+phase's word; the app's `ui.text.Texts` (a `ContentWords`) can also draw it in that phase's colour. Callers
+without the app (the CLI, a report) use `ContentWords`; the app passes its `Texts`, so a report downloaded
+from a page speaks the visitor's language. Both read the files through `load`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 CONTENT_DIR = Path(__file__).resolve().parents[1] / "content"
-_PHASE_MARK = re.compile(r"\[\[(prefill|decode|cache_hit)\]\]")
+LANGUAGES = ("en", "zh")
+PHASE_MARK = re.compile(r"\[\[(prefill|decode|cache_hit)\]\]")
 
 
 class Words(Protocol):
@@ -22,21 +25,28 @@ class Words(Protocol):
 
 
 @cache
-def _load(lang: str) -> dict[str, Any]:
+def load(lang: str) -> dict[str, Any]:
+    """One language's content file, read once."""
     with (CONTENT_DIR / f"{lang}.toml").open("rb") as handle:
         data: dict[str, Any] = tomllib.load(handle)
     return data
 
 
 class ContentWords:
-    """`Words` read straight from the content files (English unless told)."""
+    """`Words` read straight from the content files (English unless told, or for a language it has not)."""
 
     def __init__(self, lang: str = "en") -> None:
-        self.data = _load(lang if (CONTENT_DIR / f"{lang}.toml").exists() else "en")
+        self.lang = lang if lang in LANGUAGES else "en"
+        self.data = load(self.lang)
 
-    def __call__(self, key: str, **fmt: Any) -> str:
+    def raw(self, key: str) -> Any:
         node: Any = self.data
         for part in key.split("."):
             node = node[part]
-        text = str(node).format(**fmt) if fmt else str(node)
-        return _PHASE_MARK.sub(lambda m: str(self.data["phase"][m.group(1)]), text).strip()
+        return node
+
+    def __call__(self, key: str, **fmt: Any) -> str:
+        text = str(self.raw(key)).format(**fmt) if fmt else str(self.raw(key))
+        return PHASE_MARK.sub(lambda m: str(self.data["phase"][m.group(1)]), text).strip()
+
+    plain = __call__

@@ -3,14 +3,14 @@ the saved runs.
 
 Pure data (no Streamlit), so the entry file builds its ``st.navigation`` from it and the page tests
 walk the same list. An experiment's page (``app_pages/<id>.py``, so its URL is ``/<id>``), title
-(``nav.<id>``) and icon come from `core.experiments.registry.EXPERIMENTS`.
+(``nav.<id>``) and icon come from `core.experiments.EXPERIMENTS`.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS
 
 
 class Page(NamedTuple):

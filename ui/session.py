@@ -11,7 +11,7 @@ import os
 import streamlit as st
 
 from core.backends import BACKENDS, PRESETS
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS
 from core.hosting import HostedSettings, load_settings
 from ui.text import LANG_KEY, browser_language
 

@@ -1,4 +1,4 @@
-"""The app's words, kept as data: one TOML file per language in ``content/``.
+"""The app's words (`core.words`, one TOML file per language in ``content/``), in the visitor's language.
 
 Text may mark a phase as ``[[prefill]]``, ``[[decode]]`` or ``[[cache_hit]]``; `Texts.rich` draws
 it in that phase's colour (the same as in the charts), `Texts.plain` leaves just the word.
@@ -8,44 +8,17 @@ it in that phase's colour (the same as in the charts), `Texts.plain` leaves just
 
 from __future__ import annotations
 
-import functools
-import re
-import tomllib
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 from core.charts.palette import PHASES
 from core.hosting import Refused
-
-CONTENT_DIR = Path(__file__).resolve().parent.parent / "content"
-LANGUAGES = ("en", "zh")
-_PHASE_MARK = re.compile(r"\[\[(prefill|decode|cache_hit)\]\]")
+from core.words import LANGUAGES, PHASE_MARK, ContentWords
 
 
-@functools.cache
-def load(lang: str) -> dict[str, Any]:
-    with (CONTENT_DIR / f"{lang}.toml").open("rb") as handle:
-        return tomllib.load(handle)
-
-
-class Texts:
-    """Look up ``section.key`` in one language; format with keyword arguments."""
-
-    def __init__(self, lang: str = "en") -> None:
-        self.lang = lang if lang in LANGUAGES else "en"
-        self.data = load(self.lang)
-
-    def raw(self, key: str) -> Any:
-        node: Any = self.data
-        for part in key.split("."):
-            node = node[part]
-        return node
-
-    def plain(self, key: str, **fmt: Any) -> str:
-        text = str(self.raw(key)).format(**fmt) if fmt else str(self.raw(key))
-        return _PHASE_MARK.sub(lambda m: self.data["phase"][m.group(1)], text).strip()
+class Texts(ContentWords):
+    """Look up ``section.key`` in one language; format with keyword arguments; colour the phase words."""
 
     def rich(self, key: str, **fmt: Any) -> str:
         """Markdown with the phase words coloured (render with ``unsafe_allow_html``)."""
@@ -53,7 +26,7 @@ class Texts:
         return self.colour(text)
 
     def colour(self, text: str) -> str:
-        return _PHASE_MARK.sub(
+        return PHASE_MARK.sub(
             lambda m: (
                 f"<span style='color:{PHASES[m.group(1)]};font-weight:600'>{self.data['phase'][m.group(1)]}</span>"
             ),
@@ -66,7 +39,6 @@ class Texts:
         template = self.data.get("refused", {}).get(exc.key)
         return str(template).format(**exc.params) if template else str(exc)
 
-    __call__ = plain
 
 
 LANG_KEY = "lang"

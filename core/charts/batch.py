@@ -110,3 +110,8 @@ def streams_chart(level: BatchLevel, t: Words) -> alt.Chart | None:
         tooltip=["request", "part", alt.Tooltip("start:Q", format=",.0f"), alt.Tooltip("end:Q", format=",.0f"),
                  "error"],
     ).properties(title=t("batch.chart_streams", n=level.concurrency), height=alt.Step(22))
+
+
+def charts(runs: LevelRuns, t: Words) -> list[alt.TopLevelMixin]:
+    """Experiment 4's charts over every run (the report; the page adds the last level's streams)."""
+    return [chart for chart in (throughput_chart(runs, t), latency_chart(runs, t)) if chart is not None]

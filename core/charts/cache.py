@@ -72,3 +72,6 @@ def cache_ttft_chart(runs: Runs, t: Words) -> alt.Chart | None:
     )
 
 
+def charts(runs: Runs, t: Words) -> list[alt.TopLevelMixin]:
+    """Experiment 3's charts, every run on each (the page and the report)."""
+    return [chart for chart in (cache_token_chart(runs, t), cache_ttft_chart(runs, t)) if chart is not None]

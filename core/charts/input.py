@@ -38,3 +38,7 @@ def input_chart(runs: Runs, t: Words) -> alt.Chart | None:
     return chart.properties(title=t("input.chart_title"), height=320)
 
 
+def charts(runs: Runs, t: Words) -> list[alt.TopLevelMixin]:
+    """Experiment 1's charts, every run on each (the page and the report)."""
+    chart = input_chart(runs, t)
+    return [] if chart is None else [chart]

@@ -44,3 +44,6 @@ def output_charts(runs: Runs, t: Words) -> tuple[alt.Chart, alt.Chart] | None:
     )
 
 
+def charts(runs: Runs, t: Words) -> list[alt.TopLevelMixin]:
+    """Experiment 2's charts, every run on each (the page and the report)."""
+    return list(output_charts(runs, t) or ())

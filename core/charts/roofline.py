@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import pandas as pd
 
+from core.charts.base import RunView
 from core.charts.palette import DECODE, PREFILL, SERIES
+from core.experiments.roofline import BANDWIDTH, COMPUTE, RooflineRecord
 from core.roofline.arithmetic import PhasePoint, roof_line
-from core.roofline.peaks import Roof
+from core.roofline.peaks import Ceiling, Roof
 from core.words import Words
 
 LOW, HIGH = 0.3, 30_000.0
@@ -66,3 +69,21 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Words) ->
                      alt.Tooltip("intensity:Q", title="FLOP/byte", format=".3g"),
                      alt.Tooltip("flops:Q", title="FLOP/s", format=".3s")]))
     return alt.layer(*layers).resolve_scale(color="independent").properties(height=420)
+
+
+def measured_roofs(runs: Sequence[RunView[Any]]) -> list[Roof]:
+    """Each run's two measured roofs (experiment 5's records), named by the run."""
+    roofs = []
+    for run in runs:
+        found = {r.kind: r for r in run.rows if isinstance(r, RooflineRecord) and r.value and not r.error}
+        if BANDWIDTH in found:
+            compute = found.get(COMPUTE)
+            roofs.append(Roof(run.label, Ceiling(found[BANDWIDTH].value or 0.0, found[BANDWIDTH].how),
+                              Ceiling(compute.value or 0.0, compute.how) if compute else None, ""))
+    return roofs
+
+
+def charts(runs: Sequence[RunView[Any]], t: Words) -> list[alt.TopLevelMixin]:
+    """Experiment 5's chart: every run's measured roofs (the page adds the phases placed with the model's facts)."""
+    roofs = measured_roofs(runs)
+    return [roofline_chart(roofs, [], t)] if roofs else []

@@ -18,9 +18,8 @@ summary, ``--json`` and ``--csv``, and the exit status is 130 (as a shell report
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
@@ -32,21 +31,17 @@ import httpx
 from core.backends import BACKENDS
 from core.backends.connect import Connection, Target, open_connection
 from core.backends.server_lock import ServerLock
-from core.cli import batch as batch_cli
 from core.cli import capture as capture_cli
 from core.cli import doctor as doctor_cli
 from core.cli import engine as engine_cli
 from core.cli import report as report_cli
 from core.cli import roofline as roofline_cli
 from core.cli import runs as runs_cli
-from core.cli.summary import summary_lines
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.engine.server import EngineError
-from core.experiments.base import RunContext, exported_settings
-from core.experiments.batch import BatchLevel
-from core.experiments.registry import EXPERIMENTS, Experiment
+from core.experiments import EXPERIMENTS, Experiment
+from core.experiments.base import RunContext, Table, exported_settings
 from core.export import Record, to_csv, to_json
-from core.records import RoundResult
 from core.runs.runner import DONE, FAILED, STOPPED
 from core.store import RunStore
 
@@ -56,12 +51,7 @@ SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_c
                                       "roofline": roofline_cli}
 DEFAULT_RUN = [spec.id for spec in EXPERIMENTS.values() if spec.default]
 
-COLUMNS = [("experiment", 10), ("strategy", 17), ("round", 5), ("prompt_tokens", 9), ("recomputed_tokens", 10),
-           ("cached_tokens", 9), ("prefill_ms", 10), ("ttft_ms", 9), ("output_tokens", 7), ("decode_ms", 9),
-           ("total_ms", 9)]
 INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
-HEADERS = {"prompt_tokens": "prompt", "recomputed_tokens": "recomputed", "cached_tokens": "cached",
-           "output_tokens": "output", "strategy": "strategy"}
 
 
 def _default_text(value: Any) -> str:
@@ -92,34 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
                                                  formatter_class=argparse.RawDescriptionHelpFormatter))
     return parser
-
-
-def _cell(value: object, width: int) -> str:
-    if value is None:
-        text = "-"
-    elif isinstance(value, float):
-        text = f"{value:.1f}"
-    else:
-        text = str(value)
-    return text[:width].rjust(width)
-
-
-def format_row(row: RoundResult) -> str:
-    line = " ".join(_cell(getattr(row, name), width) for name, width in COLUMNS)
-    return f"{line}  ERROR: {row.error}" if row.error else line
-
-
-def header() -> str:
-    return " ".join(HEADERS.get(name, name)[:width].rjust(width) for name, width in COLUMNS)
-
-
-def _json_line(record: Record) -> str:
-    return json.dumps(record.to_dict(), default=str)
-
-
-# How the table on stdout shows each kind of record: (header, one line); other records print as JSON lines.
-TABLES: dict[type, tuple[Callable[[], str], Callable[[Any], str]]] = {
-    RoundResult: (header, format_row), BatchLevel: (batch_cli.header, batch_cli.format_level)}
 
 
 def _prepare(spec: Experiment, settings: Any, conn: Connection) -> Any:
@@ -186,7 +148,6 @@ def run_experiments(args: argparse.Namespace) -> int:
     specs = [EXPERIMENTS[name] for name in only]
     chosen = {spec.id: spec.from_args(vars(args)) for spec in EXPERIMENTS.values()}
     records: dict[str, list[Record]] = {}  # by export key (rounds, levels)
-    measured: dict[str, list[Record]] = {}  # by experiment
     with ExitStack() as stack:
         try:
             # one experiment alone starts the embedded engine with the slots it needs, not a one-slot server first
@@ -212,36 +173,33 @@ def run_experiments(args: argparse.Namespace) -> int:
         label = f"{conn.name} · {conn.info.get('model') or conn.backend.model} · {datetime.now():%Y-%m-%d %H:%M}"
         for spec in EXPERIMENTS.values():
             settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
-        shown: type | None = None
+        shown: Table | None = None
         interrupted = False
         try:
             for spec in specs:
                 print(f"[{spec.id}] running...", file=sys.stderr)
-                table_header, line = TABLES.get(spec.record, (lambda: "", _json_line))
-                if spec.record is not shown:
-                    shown = spec.record
-                    print(table_header())
+                if spec.table is not shown:  # experiments 1-3 share one table of rounds
+                    shown = spec.table
+                    print(spec.table.header())
                 saved = {**connections[spec.id].describe(), "only": only, "deadline_s": args.deadline,
                          **exported_settings(prepared[spec.id])}
                 for record in saving(spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]), store,
                                      spec.id, saved, label, [target.api_key]):
                     records.setdefault(spec.records, []).append(record)
-                    measured.setdefault(spec.id, []).append(record)
-                    print(line(record), flush=True)
+                    print(spec.table.row(record), flush=True)
         except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below
             interrupted = True
     if interrupted:
         print(f"Interrupted (Ctrl-C): {sum(map(len, records.values()))} records were measured; they are kept.",
               file=sys.stderr)
-    rows = [r for r in records.get("rounds", []) if isinstance(r, RoundResult)]
-    levels = [r for r in records.get("levels", []) if isinstance(r, BatchLevel)]
-    reports = [line for spec in specs if spec.report for line in spec.report(measured.get(spec.id, []))]
-    for text in [*summary_lines(rows), *batch_cli.summary_lines(levels), *reports]:
-        print(text)
+    everything = [record for kind in records.values() for record in kind]
+    for spec in specs:  # each experiment's lines, over every record of the run (experiment 2 relates 1's too)
+        for text in spec.cli_lines(everything):
+            print(text)
     if args.json:
         args.json.write_text(to_json(settings, records))
     if args.csv:
-        args.csv.write_text(to_csv(settings, rows or next(iter(records.values()), [])))
+        args.csv.write_text(to_csv(settings, records.get("rounds") or next(iter(records.values()), [])))
     if unsaved(store) and not interrupted:
         return 1
     if interrupted:

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS
 from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
 
 LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 36), ("date", 16), ("rounds", 6),

@@ -1,4 +1,55 @@
-"""The experiments: one module per experiment (input_length, output_length, prefix_cache, batch), each with
-its id, settings, plan and generator; what they share (base: the run context, plans, options); the one
-registry of them (registry.EXPERIMENTS); prompts and documents; summaries, verdicts and prices; recorded
-samples; and the runner that drives a generator from a worker thread."""
+"""The experiments, one module each, and their one registry `EXPERIMENTS` (as `core.backends.BACKENDS` is of
+backends).
+
+Each experiment's module owns all of its knowledge: its settings and options, its plan, its generator
+``rounds(run, settings)`` (one record per request or level), its summary, its verdict and the verdict's
+sentence, its command-line table and summary lines, and its own declaration by keyword,
+``EXPERIMENT = Experiment(id=ID, ...)`` (`core.experiments.base.Experiment`). Everything else iterates
+`EXPERIMENTS` and never tests an id: the CLI's ``--only``, options, table and summary (`core.cli.main`), the app's
+navigation (`ui.navigation.PAGES`) and session defaults (`ui.session`), the page smoke test
+(tests/pages/test_pages.py), the run loop, the exports' record key (`records_key`), the run store, the HTML report
+(`core.report`), and the charts registry `core.charts.CHARTS`, which has the same keys.
+
+The id (``input``, ``output``, ...) is the CLI's ``--only`` choice, the records' ``experiment``, the content key
+(``[input]``, ``nav.input`` in content/*.toml), the page's URL (``/input``), the session history key and the
+prefix of its widgets' session keys (``cache_rounds``).
+
+How to add an experiment with id ``ID`` (module ``NAME``):
+
+1. ``core/experiments/NAME.py``: ``ID``, ``Settings`` (a frozen dataclass), ``OPTIONS``, ``plan``, ``prepare``,
+   ``rounds``, its summary, verdict, ``verdict_text(records, words) -> (shown, sentence)``, ``cli_lines`` and,
+   when its records are not `core.records.RoundResult` rounds, its record type (``to_dict``, ``from_dict``,
+   ``error``, ``experiment``) and its ``Table``; then ``EXPERIMENT = Experiment(id=ID, ...)``.
+2. ``core/charts/NAME.py``: ``charts(runs, words) -> list of Altair charts`` (what the report shows).
+3. ``app_pages/ID.py``: its widgets, ``ExperimentPlan.of(EXPERIMENTS[ID], settings)``, ``run_controls`` and
+   ``show_run`` with a ``draw`` that shows its charts and its ``verdict_text``.
+4. Its tests: ``tests/unit/experiments/test_NAME.py`` (and a page test if the page does more than the smoke
+   test checks).
+5. One line here (``NAME.EXPERIMENT`` in `EXPERIMENTS`, in navigation order) and one in `core.charts.CHARTS`.
+6. Two TOML sections: ``[ID]`` (``title``, ``idea``, ``expect``, ``shown``, ``not_shown``, its chart words) and
+   ``nav.ID`` in content/en.toml and content/zh.toml.
+
+A recorded sample (``samples/*.json``, named by ``sample=``) is optional. Nothing else changes.
+"""
+
+from __future__ import annotations
+
+from core.experiments import batch, input_length, output_length, prefix_cache, roofline
+from core.experiments.base import Experiment, Option, Plan, RunContext
+
+EXPERIMENTS: dict[str, Experiment] = {spec.id: spec for spec in (
+    input_length.EXPERIMENT,
+    output_length.EXPERIMENT,
+    prefix_cache.EXPERIMENT,
+    batch.EXPERIMENT,
+    roofline.EXPERIMENT,
+)}
+
+
+def records_key(experiment: str) -> str:
+    """Where an export keeps ``experiment``'s records (``rounds`` for anything not registered, e.g. the doctor)."""
+    spec = EXPERIMENTS.get(experiment)
+    return spec.records if spec else "rounds"
+
+
+__all__ = ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "records_key"]

@@ -1,4 +1,5 @@
-"""What every experiment shares: the run context its generator gets, its plan, its options and the warm-up.
+"""What every experiment shares: its declaration (`Experiment`), the run context its generator gets, its
+plan, its options, its command-line table and the warm-up.
 
 An experiment is a generator ``rounds(run, settings)`` that yields one record per request (or per
 level): a caller can redraw after every record and stop at any time (``run.cancel``) keeping what
@@ -13,15 +14,18 @@ server pays for model load and first-touch allocation on its first request.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
 from core.backends.tokens import TokenCounter
-from core.records import RequestResult
+from core.export import Record, RecordType, from_json
+from core.records import RequestResult, RoundResult
+from core.words import Words
 
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
 OUTPUT_PROMPT_TOKENS = 60  # experiment 2's short prompt (and experiment 4's decode prompt), rounded up
@@ -115,3 +119,102 @@ def widget_settings(settings: Any) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
+
+
+NO_DATA = "no data"  # a figure with nothing measured behind it, on the command line
+
+
+def number(value: float | None, unit: str = "", digits: int = 0) -> str:
+    """``1,234 ms``, or "no data" where nothing was measured (never a made-up 0)."""
+    return NO_DATA if value is None else f"{value:,.{digits}f}{unit}"
+
+
+def measured_rows(rows: Sequence[Any], experiment: str) -> list[RoundResult]:
+    """The rounds of ``experiment`` that did not fail."""
+    return [r for r in rows if isinstance(r, RoundResult) and r.experiment == experiment and not r.error]
+
+
+def timed_by(rows: Sequence[RoundResult], name: str) -> str | None:
+    """SERVER, CLIENT, both joined with "+", or None: where the timings behind a summary came from."""
+    found = sorted({getattr(r, name) for r in rows if getattr(r, name)})
+    return "+".join(found) or None
+
+
+@dataclass(frozen=True)
+class Table:
+    """How the command line prints an experiment's records: ``(field, header, width)`` columns, one line each."""
+
+    columns: tuple[tuple[str, str, int], ...]
+
+    def header(self) -> str:
+        return " ".join(title[:width].rjust(width) for _, title, width in self.columns)
+
+    def row(self, record: Any) -> str:
+        line = " ".join(_cell(getattr(record, name, None), width) for name, _, width in self.columns)
+        return f"{line}  ERROR: {record.error}" if record.error else line
+
+
+def _cell(value: object, width: int) -> str:
+    text = "-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
+    return text[:width].rjust(width)
+
+
+ROUNDS_TABLE = Table((("experiment", "experiment", 10), ("strategy", "strategy", 17), ("round", "round", 5),
+                      ("prompt_tokens", "prompt", 9), ("recomputed_tokens", "recomputed", 10),
+                      ("cached_tokens", "cached", 9), ("prefill_ms", "prefill_ms", 10), ("ttft_ms", "ttft_ms", 9),
+                      ("output_tokens", "output", 7), ("decode_ms", "decode_ms", 9), ("total_ms", "total_ms", 9)))
+
+
+def _one_slot(settings: Any) -> int:
+    return 1
+
+
+def _no_lines(records: Sequence[Any]) -> Iterator[str]:
+    return iter(())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Experiment:
+    """One experiment, declared by its own module (``EXPERIMENT = Experiment(id=ID, ...)``): its id everywhere,
+    its generator and everything a caller needs around it, so that no caller tests an id."""
+
+    id: str
+    title: str  # one line, for --help
+    icon: str  # its navigation icon
+    settings: type[Any]  # a frozen dataclass; its defaults are the CLI's and the session's
+    rounds: Callable[[RunContext, Any], Iterator[Record]]  # the generator: (run, settings) -> records
+    plan: Callable[[Any], Plan]  # settings -> requests and tokens, before connecting (budgets, progress)
+    prepare: Callable[[Any, Connection], Any]  # settings fitted to a connection; ValueError says what to change
+    summary: Callable[[Sequence[Any]], Any]  # records -> what the run measured ("no data" as None)
+    verdict: Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]]  # records -> shown?, values
+    verdict_text: Callable[[Sequence[Any], Words], tuple[bool | None, str]]  # shown?, the sentence (page, report)
+    cli_lines: Callable[[Sequence[Any]], Iterator[str]] = _no_lines  # its summary on the command line
+    table: Table = ROUNDS_TABLE  # its records on the command line
+    record: type[RecordType] = RoundResult  # what it yields (and reads back from an export)
+    records: str = "rounds"  # the key of its records in a JSON export
+    options: tuple[Option, ...] = ()  # its `python -m core` options
+    sample: Path | None = None  # recorded results shipped with the project
+    slots: Callable[[Any], int] = _one_slot  # the embedded server's parallel sequences it needs
+    default: bool = True  # run by `python -m core` without --only
+
+    @property
+    def page(self) -> str:
+        """Its page, named by its id so that its URL is ``/<id>``."""
+        return f"app_pages/{self.id}.py"
+
+    def session_defaults(self) -> dict[str, Any]:
+        """``{id}_{field}`` -> the default of each setting a page's widget keeps (``cache_rounds``)."""
+        return {f"{self.id}_{name}": value for name, value in widget_settings(self.settings()).items()}
+
+    def from_args(self, values: Mapping[str, Any]) -> Any:
+        """Its settings from parsed options (``vars(args)``); options it does not have keep their defaults."""
+        names = {f.name for f in fields(self.settings)}
+        return self.settings(**{o.dest: values[o.dest] for o in self.options
+                                if o.dest in names and values.get(o.dest) is not None})
+
+    def recorded(self) -> tuple[dict[str, Any], list[Any]]:
+        """The settings and records of its recorded sample (none when it has none)."""
+        if self.sample is None:
+            return {}, []
+        settings, records = from_json(self.sample.read_text(), self.records, self.record)
+        return settings, [r for r in records if getattr(r, "experiment", self.id) == self.id]

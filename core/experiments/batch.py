@@ -29,10 +29,12 @@ from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.tokens import TokenCounter
 from core.documents import default_document
-from core.experiments.base import OUTPUT_PROMPT_TOKENS, Option, Plan, RunContext, ints
+from core.experiments.base import OUTPUT_PROMPT_TOKENS, Experiment, Option, Plan, RunContext, Table, ints
 from core.experiments.prompts import input_length_messages, nonce, output_length_messages
+from core.experiments.samples import EMBEDDED_BATCH
 from core.records import RequestResult, renamed
 from core.stats import nearest_rank
+from core.words import Words
 
 ID = "batch"
 BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
@@ -248,3 +250,108 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[BatchLevel]:
         yield level
         if level.errors == len(level.streams):
             return
+
+
+# What a sweep says: decode gains from sharing steps, prefill does not. The cost ratio compares the machine time
+# one token takes: a decode token costs ``prefill tokens/s / decode tokens/s`` prefill tokens. Alone (N = 1) that
+# is the full price of memory-bound decode; batched (the largest N) it is what a provider that fills its batches
+# pays (the price lens beside it: `core.experiments.prices`).
+@dataclass
+class BatchSummary:
+    """The first and last usable levels of a sweep, and what changed between them."""
+
+    first: BatchLevel
+    last: BatchLevel
+
+    @property
+    def decode_gain(self) -> float | None:
+        """Aggregate decode tokens/s at the largest N over the smallest."""
+        return _ratio(self.last.aggregate_decode_tps, self.first.aggregate_decode_tps)
+
+    @property
+    def prefill_gain(self) -> float | None:
+        return _ratio(self.last.aggregate_prefill_tps, self.first.aggregate_prefill_tps)
+
+    @property
+    def decode_cost_alone(self) -> float | None:
+        """Prefill tokens one decode token costs at the smallest N (one stream: memory-bound)."""
+        return _ratio(self.first.aggregate_prefill_tps, self.first.aggregate_decode_tps)
+
+    @property
+    def decode_cost_batched(self) -> float | None:
+        """The same at the largest N: batching shares each weight read among the streams."""
+        return _ratio(self.last.aggregate_prefill_tps, self.last.aggregate_decode_tps)
+
+
+def _ratio(top: float | None, bottom: float | None) -> float | None:
+    return top / bottom if top and bottom else None
+
+
+def summarize_batch(levels: Sequence[Any]) -> BatchSummary | None:
+    """None until two levels with a decode rate exist (one level shows no trend)."""
+    usable = sorted((lv for lv in levels if isinstance(lv, BatchLevel) and lv.aggregate_decode_tps),
+                    key=lambda lv: lv.concurrency)
+    if len(usable) < 2:
+        return None
+    return BatchSummary(usable[0], usable[-1])
+
+
+def batch_verdict(levels: Sequence[BatchLevel]) -> tuple[bool | None, dict[str, float]]:
+    """Whether this run showed the effect (decode grew at least 1.3x, prefill stayed within 25 %), and its numbers.
+
+    None while there are fewer than two usable levels.
+    """
+    summary = summarize_batch(levels)
+    if summary is None or summary.decode_gain is None:
+        return None, {}
+    first, last = summary.first, summary.last
+    prefill_gain = summary.prefill_gain or 1.0
+    values = {"n1": first.concurrency, "n2": last.concurrency, "decode_gain": summary.decode_gain,
+              "prefill_gain": prefill_gain, "d1": first.aggregate_decode_tps or 0, "d2": last.aggregate_decode_tps or 0,
+              "s1": first.per_stream_decode_tps or 0, "s2": last.per_stream_decode_tps or 0,
+              "p1": first.aggregate_prefill_tps or 0, "p2": last.aggregate_prefill_tps or 0}
+    return summary.decode_gain >= 1.3 and 0.75 <= prefill_gain <= 1.25, values
+
+
+def verdict_text(levels: Sequence[BatchLevel], t: Words) -> tuple[bool | None, str]:
+    """The sentence; a page may add what this machine allows (the roofline's bound on the gain)."""
+    shown, values = batch_verdict(levels)
+    if shown is None:
+        return None, t("batch.too_few")
+    return shown, t("batch.shown" if shown else "batch.not_shown", **values)
+
+
+TABLE = Table((("concurrency", "N", 3), ("aggregate_decode_tps", "decode/s", 9),
+               ("per_stream_decode_tps", "stream/s", 9), ("aggregate_prefill_tps", "prefill/s", 9),
+               ("ttft_p50_ms", "ttft p50", 9), ("ttft_p99_ms", "ttft p99", 9), ("itl_p50_ms", "itl p50", 8),
+               ("itl_p99_ms", "itl p99", 8), ("wall_ms", "wall ms", 9), ("errors", "errors", 6)))
+
+
+def _tps(value: float | None) -> str:
+    """A rate, or "no data" where the level measured none (never a made-up 0)."""
+    return "no data" if value is None else f"{value:,.0f}"
+
+
+def _times(value: float | None) -> str:
+    return "no data" if value is None else f"{value:.1f}x"
+
+
+def cli_lines(levels: Sequence[Any]) -> Iterator[str]:
+    summary = summarize_batch(levels)
+    if summary is None:
+        return
+    first, last = summary.first, summary.last
+    yield (f"Experiment 4: decode {_tps(first.aggregate_decode_tps)} -> {_tps(last.aggregate_decode_tps)} tokens/s "
+           f"from {first.concurrency} to {last.concurrency} streams ({_times(summary.decode_gain)}); each stream "
+           f"{_tps(first.per_stream_decode_tps)} -> {_tps(last.per_stream_decode_tps)} tokens/s; prefill "
+           f"{_tps(first.aggregate_prefill_tps)} -> {_tps(last.aggregate_prefill_tps)} tokens/s.")
+    if summary.decode_cost_alone and summary.decode_cost_batched:
+        yield (f"A decode token costs the time of {summary.decode_cost_alone:.1f} prefill tokens alone, "
+               f"{summary.decode_cost_batched:.1f} with {last.concurrency} streams.")
+
+
+EXPERIMENT = Experiment(
+    id=ID, title="many requests at once: aggregate and per-stream tokens/s against N", icon=":material/stacks:",
+    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize_batch, verdict=batch_verdict,
+    verdict_text=verdict_text, cli_lines=cli_lines, table=TABLE, record=BatchLevel, records="levels",
+    options=OPTIONS, sample=EMBEDDED_BATCH, slots=slots, default=False)

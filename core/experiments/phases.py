@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.experiments import input_length, output_length, summaries
+from core.experiments import input_length, output_length
 from core.experiments.base import OUTPUT_PROMPT_TOKENS
 from core.experiments.batch import BatchLevel
 from core.experiments.roofline import RooflineRecord
@@ -25,7 +25,7 @@ CHAPTER_MODEL = ModelFacts(name="Qwen3.5-2B Q4_K_M (chapter)", n_params=2_000_00
 
 
 def prefill_of(rows: Sequence[RoundResult], label: str = "experiment 1") -> Measurement | None:
-    tps = summaries.summarize_input(rows).prefill_tps
+    tps = input_length.summarize_input(rows).prefill_tps
     ok = [r for r in rows if r.experiment == input_length.ID and not r.error]
     prompt = median(r.prompt_tokens for r in ok if r.prompt_tokens)
     if not tps or not prompt:
@@ -34,7 +34,7 @@ def prefill_of(rows: Sequence[RoundResult], label: str = "experiment 1") -> Meas
 
 
 def decode_of(rows: Sequence[RoundResult], label: str = "experiment 2") -> Measurement | None:
-    tps = summaries.summarize_output(rows).decode_tps
+    tps = output_length.summarize_output(rows).decode_tps
     ok = [r for r in rows if r.experiment == output_length.ID and not r.error]
     prompt = median(r.prompt_tokens for r in ok if r.prompt_tokens) or OUTPUT_PROMPT_TOKENS
     answer = median(r.output_tokens for r in ok if r.output_tokens) or 0

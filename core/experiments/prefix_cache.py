@@ -7,16 +7,31 @@ is fitted to the backend's context once (`prepare`, `cache_doc_budget`) and sent
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.documents import DocumentError, FittedDocument, default_document, fit_document, read_document
-from core.experiments.base import INTERNAL, NO_WIDGET, RESERVED_TOKENS, Option, Plan, RunContext, names
+from core.experiments.base import (
+    INTERNAL,
+    NO_WIDGET,
+    RESERVED_TOKENS,
+    Experiment,
+    Option,
+    Plan,
+    RunContext,
+    measured_rows,
+    names,
+    number,
+)
 from core.experiments.prompts import STRATEGIES, Conversation
+from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
+from core.stats import median
+from core.words import Words
 
 ID = "cache"
 ANSWER_TOKENS = 24  # experiment 3's answers
@@ -108,3 +123,120 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[RoundResult]:
             if result.error:
                 return
             conversation.answered(result.text)
+
+
+@dataclass
+class StrategySummary:
+    strategy: str
+    rounds: int
+    recomputed_total: int | None
+    cached_total: int | None
+    recomputed_after_first: float | None
+    ttft_median_after_first_ms: float | None
+    recomputed_by_round: dict[int, int] = field(default_factory=dict)
+    cache_write_total: int | None = None  # Anthropic: tokens written to the cache (None: not reported)
+
+
+def _total(values: list[int | None]) -> int | None:
+    return None if not values or None in values else sum(v for v in values if v is not None)
+
+
+def summarize_cache(rows: Sequence[RoundResult]) -> dict[str, StrategySummary]:
+    out: dict[str, StrategySummary] = {}
+    ok = measured_rows(rows, ID)
+    for strategy in dict.fromkeys(r.strategy for r in ok):
+        mine = [r for r in ok if r.strategy == strategy]
+        later = [r for r in mine if r.round > 1]
+        writes = [r.cache_write_tokens for r in mine]
+        out[str(strategy)] = StrategySummary(
+            str(strategy),
+            len(mine),
+            _total([r.recomputed_tokens for r in mine]),
+            _total([r.cached_tokens for r in mine]),
+            median(r.recomputed_tokens for r in later),
+            median(r.ttft_ms for r in later),
+            {r.round: r.recomputed_tokens for r in mine if r.recomputed_tokens is not None},
+            None if all(w is None for w in writes) else sum(w or 0 for w in writes),
+        )
+    return out
+
+
+def common_rounds(summaries: dict[str, StrategySummary], name: str, base: str = "append_only") -> list[int]:
+    """The rounds both strategies measured a recomputed count for: the only rounds a ratio may compare."""
+    if name not in summaries or base not in summaries:
+        return []
+    return sorted(set(summaries[name].recomputed_by_round) & set(summaries[base].recomputed_by_round))
+
+
+def recomputed_ratio(summaries: dict[str, StrategySummary], base: str = "append_only") -> dict[str, float]:
+    """Each strategy's recomputed tokens over the append-only ones, on the same rounds only.
+
+    A strategy that shares no measured round with ``base`` (or a base that recomputed nothing on
+    them) gets no ratio: 1 round against 4 is not a comparison.
+    """
+    out: dict[str, float] = {}
+    for name, summary in summaries.items():
+        common = common_rounds(summaries, name, base)
+        anchor_total = sum(summaries[base].recomputed_by_round[r] for r in common)
+        if name != base and anchor_total:
+            out[name] = sum(summary.recomputed_by_round[r] for r in common) / anchor_total
+    return out
+
+
+def cache_verdict(rows: Sequence[RoundResult]) -> tuple[bool, dict[str, Any]]:
+    """Compares append-only with the first other strategy on the rounds after the first that both
+    measured, by token counts or else by TTFT."""
+    ok = [r for r in measured_rows(rows, ID) if r.round > 1]
+    strategies = list(dict.fromkeys(r.strategy for r in ok))
+    if "append_only" not in strategies or len(strategies) < 2:
+        return False, {}
+    other = next(n for n in strategies if n != "append_only")
+    common = {r.round for r in ok if r.strategy == "append_only"} & {r.round for r in ok if r.strategy == other}
+    append = [r for r in ok if r.strategy == "append_only" and r.round in common]
+    breaker = [r for r in ok if r.strategy == other and r.round in common]
+    if not common:
+        return False, {}
+    append_tokens = median(r.recomputed_tokens for r in append)
+    breaker_tokens = median(r.recomputed_tokens for r in breaker)
+    share = median(r.recomputed_tokens / r.prompt_tokens for r in breaker
+                   if r.recomputed_tokens is not None and r.prompt_tokens)
+    if append_tokens is not None and breaker_tokens is not None and share is not None:
+        shown = append_tokens <= 64 and share >= 0.9
+        return shown, {"by": "tokens", "append": append_tokens, "breaker": breaker_tokens, "share": share,
+                       "other": other, "rounds": len(common)}
+    append_ttft, breaker_ttft = median(r.ttft_ms for r in append), median(r.ttft_ms for r in breaker)
+    if append_ttft is None or breaker_ttft is None:
+        return False, {}
+    return append_ttft < breaker_ttft, {"by": "time", "append": append_ttft, "breaker": breaker_ttft, "other": other,
+                                        "rounds": len(common)}
+
+
+def verdict_text(rows: Sequence[RoundResult], t: Words) -> tuple[bool, str]:
+    """What the two strategies measured, whenever they can be compared; else what it takes."""
+    shown, values = cache_verdict(rows)
+    if not values:
+        return shown, t("cache.not_shown")
+    values = {**values, "other": t(f"strategy.{values['other']}")}
+    return shown, t("cache.shown" if values["by"] == "tokens" else "cache.shown_time", **values)
+
+
+def _rounds(numbers: list[int]) -> str:
+    return f"round {numbers[0]}" if len(numbers) == 1 else f"rounds {', '.join(map(str, numbers))}"
+
+
+def cli_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
+    summaries = summarize_cache(rows)
+    for s in summaries.values():
+        writes = "" if s.cache_write_total is None else f", wrote {s.cache_write_total:,} to the cache"
+        yield (f"Experiment 3 [{s.strategy}]: {s.rounds} rounds, recomputed {number(s.recomputed_total)} and read "
+               f"{number(s.cached_total)} cached tokens in total{writes}; from round 2 a median "
+               f"{number(s.recomputed_after_first)} recomputed, TTFT {number(s.ttft_median_after_first_ms, ' ms')}")
+    for name, ratio in recomputed_ratio(summaries).items():
+        yield (f"{name} recomputed {ratio:.1f}x the tokens append_only did "
+               f"({_rounds(common_rounds(summaries, name))}, measured for both).")
+
+
+EXPERIMENT = Experiment(
+    id=ID, title="the same long context for several rounds: append only vs broken prefix", icon=":material/cached:",
+    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize_cache, verdict=cache_verdict,
+    verdict_text=verdict_text, cli_lines=cli_lines, options=OPTIONS, sample=EMBEDDED_DEFAULT)

@@ -16,11 +16,13 @@ from typing import Any
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.documents import default_document
-from core.experiments.base import Option, Plan, RunContext
+from core.experiments.base import Experiment, Option, Plan, RunContext, Table
 from core.experiments.prompts import input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult
 from core.roofline import peaks
+from core.roofline.report import si
+from core.words import Words
 
 ID = "roofline"
 OPTIONS = (Option("--matmul-n", "experiment 5: the probe's matrix size (n x n float32)", int),
@@ -101,13 +103,14 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[RooflineRecord]:
                          prompt + (row.output_tokens or 0) / 2, prompt)
 
 
-def summarize(records: Sequence[RooflineRecord]) -> dict[str, float] | None:
+def summarize(records: Sequence[Any]) -> dict[str, float] | None:
     """Each figure the run measured by kind; None when it measured none."""
-    found = {r.kind: r.value for r in records if r.value is not None and not r.error}
+    found = {r.kind: r.value for r in records
+             if isinstance(r, RooflineRecord) and r.value is not None and not r.error}
     return found or None
 
 
-def verdict(records: Sequence[RooflineRecord]) -> tuple[bool | None, dict[str, Any]]:
+def verdict(records: Sequence[Any]) -> tuple[bool | None, dict[str, Any]]:
     """Shown: both roofs and both phases were measured. Values: the ridge point and the phases' ratio."""
     found = summarize(records) or {}
     if BANDWIDTH not in found or COMPUTE not in found:
@@ -116,3 +119,29 @@ def verdict(records: Sequence[RooflineRecord]) -> tuple[bool | None, dict[str, A
     if PREFILL in found and DECODE in found:
         values["ratio"] = found[PREFILL] / found[DECODE]
     return PREFILL in found and DECODE in found, values
+
+
+def verdict_text(records: Sequence[RooflineRecord], t: Words) -> tuple[bool | None, str]:
+    shown, values = verdict(records)
+    return shown, t("roofline.shown", **values) if shown else t("roofline.not_shown")
+
+
+TABLE = Table((("round", "round", 5), ("kind", "kind", 9), ("value", "value", 18), ("unit", "unit", 8),
+               ("how", "how", 60)))
+
+
+def cli_lines(records: Sequence[Any]) -> Iterator[str]:
+    found = summarize(records) or {}
+    if BANDWIDTH in found and COMPUTE in found:
+        yield (f"Experiment 5: compute {si(found[COMPUTE], 'FLOP/s')}, bandwidth {si(found[BANDWIDTH], 'B/s')}: "
+               f"the ridge point is {found[COMPUTE] / found[BANDWIDTH]:.1f} FLOP per byte.")
+    if PREFILL in found and DECODE in found:
+        yield (f"One request: prefill {found[PREFILL]:,.1f} tokens/s, decode {found[DECODE]:,.1f} tokens/s "
+               f"({found[PREFILL] / found[DECODE]:.1f}x).")
+
+
+EXPERIMENT = Experiment(
+    id=ID, title="this machine's compute and bandwidth roofs; one request's prefill and decode",
+    icon=":material/roofing:", settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize,
+    verdict=verdict, verdict_text=verdict_text, cli_lines=cli_lines, table=TABLE, record=RooflineRecord,
+    records="roofline", options=OPTIONS, sample=SAMPLE, default=False)

@@ -4,7 +4,7 @@
 (SmolLM2-135M on 2 CPU cores), ``samples/embedded_batch.json`` by ``python -m core --only batch
 --json`` (experiment 4, 8 slots); ``samples/chapter_reference.json`` is the chapter's published table.
 They were written before the ids and field names were made one; they load through `core.records.renamed`.
-Each experiment names its sample in `core.experiments.registry.EXPERIMENTS` and reads it with ``recorded()``.
+Each experiment names its sample in `core.experiments.EXPERIMENTS` and reads it with ``recorded()``.
 """
 
 from __future__ import annotations

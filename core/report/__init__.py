@@ -1,4 +1,4 @@
-"""Self-contained HTML reports of stored runs (`html.build_report`), charts from `charts`, words from `words`."""
+"""Self-contained HTML reports of stored runs (`html.build_report`): charts from `core.charts`, words from `words`."""
 
 from __future__ import annotations
 

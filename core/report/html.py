@@ -1,5 +1,8 @@
 """One self-contained HTML file for one run or a comparison: charts, verdicts, tables, settings, sources.
 
+Every registered experiment is reported the same way: its charts are the pages' own (`core.charts.CHARTS`,
+embedded as Vega-Lite) and its verdict is the pages' sentence (`Experiment.verdict_text`).
+
 It opens anywhere with the network off: Vega, Vega-Lite and Vega-Embed are inlined from
 ``core/report/vendor/`` (versions in `VENDORED`, licences beside them), never loaded from a CDN.
 Charts are drawn as SVG.
@@ -15,10 +18,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from core.experiments import batch, input_length, output_length, prefix_cache
-from core.experiments.registry import EXPERIMENTS
+import altair as alt
+
+from core.charts import CHARTS, RunView
+from core.experiments import EXPERIMENTS
 from core.export import Record
-from core.report.charts import experiment_charts
 from core.store.db import SavedRun
 from core.store.machine import machine_name
 from core.words import Words
@@ -55,21 +59,12 @@ def _script_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False).replace("</", "<\\/")
 
 
-def _verdict(experiment: str, records: Sequence[Record], t: Words) -> tuple[bool | None, str]:
-    """The registry's verdict on a run, in the page's sentence for it."""
-    spec = EXPERIMENTS.get(experiment)
-    if spec is None:
-        return None, ""
-    shown, values = spec.verdict(records)
-    if experiment == batch.ID:
-        if shown is None:
-            return None, t("batch.too_few")
-        return shown, t("batch.shown" if shown else "batch.not_shown", **values)
-    if experiment == prefix_cache.ID and shown:
-        return True, t("cache.shown" if values.get("by") == "tokens" else "cache.shown_time", **values)
-    if experiment in (input_length.ID, output_length.ID, prefix_cache.ID):
-        return bool(shown), t(f"{experiment}.shown", **values) if shown else t(f"{experiment}.not_shown")
-    return shown, ""
+def _embedded(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """A chart's Vega-Lite spec as the report embeds it: as wide as the page."""
+    spec: dict[str, Any] = chart.to_dict()
+    if not any(key in spec for key in ("hconcat", "vconcat", "concat", "facet")):
+        spec["width"] = "container"
+    return spec
 
 
 def _records_table(records: Sequence[Record]) -> str:
@@ -117,13 +112,13 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
     for experiment in [e for e in EXPERIMENTS if any(s.experiment == e for s, _ in entries)]:
         group = [(s, records) for s, records in entries if s.experiment == experiment]
         parts.append(f"<h2>{_e(t(f'{experiment}.title'))}</h2>")
-        for spec in experiment_charts(experiment, [(s.label, records) for s, records in group], t):
+        for chart in CHARTS[experiment]([RunView(s.label, records) for s, records in group], t):
             chart_id = f"chart-{len(specs) + 1}"
-            specs[chart_id] = spec
+            specs[chart_id] = _embedded(chart)
             parts.append(f"<div class='chart' id='{chart_id}'></div>")
         parts.append(f"<h3>{_e(t('report.verdict'))}</h3><ul>")
         for saved, records in group:
-            shown, sentence = _verdict(experiment, records, t)
+            shown, sentence = EXPERIMENTS[experiment].verdict_text(records, t)
             parts.append(f"<li class='{'shown' if shown else 'not'}'><b>{_e(saved.label)}</b>: {_e(sentence)}</li>")
         parts.append("</ul>")
         for saved, records in group:

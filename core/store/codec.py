@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS
 from core.export import Record
 from core.records import ROUND_FIELD_NAMES, RoundResult
 

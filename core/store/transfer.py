@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS
 from core.export import Record, to_json
 from core.records import renamed
 from core.runs.runner import DONE

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.words import load
 from tests.support.apptest import api_state, app, chart_values
 from ui.navigation import PAGES
-from ui.text import load
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[page.path for page in PAGES])

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.experiments import batch
+from core.experiments import EXPERIMENTS, batch
 from core.experiments.batch import BatchLevel
-from core.experiments.registry import EXPERIMENTS
 from core.roofline import peaks
 from core.roofline.peaks import Ceiling, Roof
 from core.runs.runner import BackgroundRun

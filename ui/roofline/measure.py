@@ -15,8 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from core.experiments import batch, input_length, output_length, roofline
-from core.experiments.registry import EXPERIMENTS
+from core.experiments import EXPERIMENTS, batch, input_length, output_length, roofline
 from core.runs.runner import FAILED
 from ui.runs.contract import ExperimentPlan
 from ui.runs.controls import history, start_run

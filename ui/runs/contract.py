@@ -3,7 +3,7 @@
 A page describes its run as an `ExperimentPlan`: the settings it exports, the
 `core.experiments.base.Plan` (requests and tokens, for budgets and progress) and `make_source`,
 which turns a `Connection` into the experiment's generator over a `RunContext`. A registered
-experiment gets all three from `core.experiments.registry.EXPERIMENTS` (`ExperimentPlan.of`).
+experiment gets all three from `core.experiments.EXPERIMENTS` (`ExperimentPlan.of`).
 It draws with a `DrawRuns`, which gets `RunView`s: the current run first, then the earlier runs
 the user chose to compare. An experiment whose records are not rounds (experiment 4 yields one
 `core.experiments.batch.BatchLevel` per concurrency) gives the loop a `Records` saying how to name,
@@ -20,8 +20,8 @@ import pandas as pd
 
 from core.backends.connect import Connection
 from core.charts.base import RunView
+from core.experiments import Experiment
 from core.experiments.base import Plan, RunContext, exported_settings
-from core.experiments.registry import Experiment
 from core.export import Record
 from ui.text import Texts
 
@@ -41,7 +41,7 @@ class DrawRuns(Protocol):
 
 @dataclass(frozen=True)
 class ExperimentPlan:
-    experiment: str  # a `core.experiments.registry.EXPERIMENTS` id, or another page's ("doctor")
+    experiment: str  # a `core.experiments.EXPERIMENTS` id, or another page's ("doctor")
     settings: dict[str, Any]  # exported with the records; never a key
     plan: Plan
     make_source: SourceFactory

@@ -7,8 +7,8 @@ from datetime import datetime
 import streamlit as st
 
 from core.engine.meter import metered
+from core.experiments import EXPERIMENTS
 from core.experiments.base import RunContext
-from core.experiments.registry import EXPERIMENTS
 from core.hosting import Refused
 from core.runs.runner import BackgroundRun
 from ui.runs.contract import ExperimentPlan

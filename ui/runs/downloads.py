@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.experiments.registry import records_key
+from core.experiments import records_key
 from core.export import to_csv, to_json
 from core.records import RoundResult
 from core.runs.runner import BackgroundRun, Snapshot

@@ -7,8 +7,8 @@ from typing import TypeVar
 
 import streamlit as st
 
-from core.experiments import batch, input_length, output_length, prefix_cache, summaries
-from core.experiments.batch_summary import BatchSummary, summarize_batch
+from core.experiments import batch, input_length, output_length, prefix_cache
+from core.experiments.batch import BatchSummary, summarize_batch
 from core.export import Record
 from core.records import RoundResult
 from ui.runs.saved import latest_saved
@@ -32,7 +32,7 @@ class Measured:
     prefill_tps: float | None
     decode_tps: float | None
     ms_per_output_token: float | None
-    cache: dict[str, summaries.StrategySummary]
+    cache: dict[str, prefix_cache.StrategySummary]
     batch: BatchSummary | None = None  # experiment 4: its first and last level
 
     @property
@@ -43,8 +43,8 @@ class Measured:
 
 
 def measured() -> Measured:
-    inp = summaries.summarize_input(rows_of(input_length.ID, RoundResult))
-    out = summaries.summarize_output(rows_of(output_length.ID, RoundResult))
+    inp = input_length.summarize_input(rows_of(input_length.ID, RoundResult))
+    out = output_length.summarize_output(rows_of(output_length.ID, RoundResult))
     return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
-                    summaries.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
+                    prefix_cache.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
                     summarize_batch(rows_of(batch.ID, batch.BatchLevel)))

@@ -11,6 +11,7 @@ import streamlit as st
 from core.backends import API, BACKENDS, ENGINE, PRESETS
 from core.engine.server import EngineError
 from core.hosting import HostedSettings
+from core.words import LANGUAGES, load
 from ui.session import (
     BACKEND_KEY,
     SESSION_KEY,
@@ -27,7 +28,7 @@ from ui.session import (
 from ui.sidebar.build import offer_native_build
 from ui.sidebar.engine import embedded_server, llama_status, start_embedded
 from ui.sidebar.models import model_picker
-from ui.text import LANG_KEY, LANGUAGES, Texts, load, texts
+from ui.text import LANG_KEY, Texts, texts
 
 
 def render_sidebar() -> None:

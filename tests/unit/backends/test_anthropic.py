@@ -20,7 +20,6 @@ from core.backends.anthropic import messages_payload
 from core.backends.connect import Target, open_connection
 from core.documents import fit_document
 from core.experiments import prefix_cache as cache
-from core.experiments import summaries
 from core.experiments.base import RunContext
 from core.hosting import load_settings
 from core.records import RoundResult
@@ -136,7 +135,7 @@ def test_experiment_3_reads_from_round_2_with_append_only_and_writes_every_round
     assert all(abs(r.cached_tokens - before.prompt_tokens) <= 2 for before, r in zip(append, append[1:], strict=False))
     assert all(r.cache_write_tokens > 0.9 * r.prompt_tokens for r in stamp)
     assert all(r.cached_tokens == 0 for r in stamp)
-    summary = summaries.summarize_cache(rows)
+    summary = cache.summarize_cache(rows)
     assert summary["timestamp_first"].cache_write_total == sum(r.cache_write_tokens for r in stamp)
 
 

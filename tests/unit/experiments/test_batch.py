@@ -15,14 +15,11 @@ from streamlit.testing.v1 import AppTest
 from core.backends import OpenAICompatBackend
 from core.backends.connect import Connection, Target, open_connection
 from core.backends.tokens import EstimatingTokenCounter
-from core.cli import batch as batch_cli
 from core.cli.main import main
 from core.engine.server import LocalServer
-from core.experiments import batch
+from core.experiments import EXPERIMENTS, batch
 from core.experiments.base import RunContext
-from core.experiments.batch import BatchLevel, levels_that_fit, server_slots
-from core.experiments.batch_summary import batch_verdict, summarize_batch
-from core.experiments.registry import EXPERIMENTS
+from core.experiments.batch import BatchLevel, batch_verdict, levels_that_fit, server_slots, summarize_batch
 from core.export import from_json, to_csv, to_json
 from core.hosting import Refused, load_settings
 from core.runs.runner import DONE, BackgroundRun
@@ -188,7 +185,7 @@ def test_cli_only_batch_writes_one_record_per_level(fake_api, tmp_path, capsys):
 def test_the_summary_says_no_data_where_a_level_measured_none():
     levels = [BatchLevel(1, aggregate_decode_tps=90.0, per_stream_decode_tps=90.0),
               BatchLevel(2, aggregate_decode_tps=120.0, per_stream_decode_tps=60.0)]  # no prefill phase measured
-    line = next(batch_cli.summary_lines(levels))
+    line = next(batch.cli_lines(levels))
     assert "each stream 90 -> 60 tokens/s" in line and "prefill no data -> no data tokens/s" in line
 
 

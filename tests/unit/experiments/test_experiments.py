@@ -12,7 +12,7 @@ import pytest
 
 from core.backends.tokens import ServerTokenCounter
 from core.documents import default_document, fit_document
-from core.experiments import input_length, output_length, summaries
+from core.experiments import input_length, output_length
 from core.experiments import prefix_cache as cache
 from core.experiments.base import RunContext
 
@@ -40,8 +40,8 @@ def test_prefix_cache_append_reuses_timestamp_recomputes(local):
         assert row.recomputed_tokens <= 32 and row.cached_tokens > SMALL_DOC_TOKENS
     for row in stamp:
         assert row.recomputed_tokens >= 0.9 * row.prompt_tokens
-    summary = summaries.summarize_cache(rows)
-    assert summaries.recomputed_ratio(summary)["timestamp_first"] > 2
+    summary = cache.summarize_cache(rows)
+    assert cache.recomputed_ratio(summary)["timestamp_first"] > 2
 
 
 def test_ttft_grows_with_input_length(local):
@@ -51,14 +51,14 @@ def test_ttft_grows_with_input_length(local):
     assert long.prompt_tokens > 5 * short.prompt_tokens
     assert long.ttft_ms > short.ttft_ms and long.prefill_ms > short.prefill_ms
     assert short.recomputed_tokens >= short.prompt_tokens - 4, "the nonce at the start defeats the cache"
-    assert summaries.summarize_input(rows).prefill_tps > 50
+    assert input_length.summarize_input(rows).prefill_tps > 50
 
 
 def test_total_time_grows_with_output_length(local):
     rows = list(output_length.rounds(RunContext(local), output_length.Settings(lengths=(8, 64))))
     assert [r.output_tokens for r in rows] == [8, 64]  # ignore_eos forces the exact length
     assert rows[1].total_ms > rows[0].total_ms
-    summary = summaries.summarize_output(rows)
+    summary = output_length.summarize_output(rows)
     assert 1 < summary.ms_per_output_token < 500
 
 

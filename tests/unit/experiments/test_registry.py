@@ -4,20 +4,22 @@ and exports written with the old ids and field names still load."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
+from core.charts import CHARTS
 from core.cli.main import build_parser
+from core.experiments import EXPERIMENTS
 from core.experiments.base import exported_settings
 from core.experiments.batch import BatchLevel
-from core.experiments.registry import EXPERIMENTS
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.export import from_json, to_json
 from core.records import RoundResult
+from core.words import load
 from tests.support import ROOT
 from ui.navigation import PAGES
 from ui.session import PERSISTENT
-from ui.text import load
 
 
 @pytest.mark.parametrize("spec", EXPERIMENTS.values(), ids=list(EXPERIMENTS))
@@ -81,3 +83,14 @@ def test_an_export_reads_back_what_it_wrote():
     assert from_json(text, "rounds", RoundResult) == ({"concurrency": [1]}, rows)
     assert from_json(text, "levels", BatchLevel)[1] == levels
     assert list(json.loads(to_json({}, {"levels": []}))) == ["settings", "rounds", "summary"]
+
+
+def test_every_experiment_has_its_charts():
+    assert CHARTS.keys() == EXPERIMENTS.keys()
+
+
+def test_each_experiment_declares_itself_in_its_own_module():
+    for spec in EXPERIMENTS.values():
+        module = sys.modules[spec.rounds.__module__]
+        assert module.EXPERIMENT is spec and module.ID == spec.id
+        assert spec.verdict_text.__module__ == spec.cli_lines.__module__ == module.__name__

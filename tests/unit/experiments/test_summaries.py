@@ -6,10 +6,15 @@ second strategy, leaving four append-only rounds against one timestamp-first rou
 
 from __future__ import annotations
 
-from core.cli.summary import summary_lines
-from core.experiments import summaries
-from core.experiments.verdicts import cache_verdict, output_verdict
+from core.experiments import EXPERIMENTS, input_length, output_length, prefix_cache
+from core.experiments.output_length import output_verdict
+from core.experiments.prefix_cache import cache_verdict
 from core.records import RoundResult
+
+
+def summary_lines(rows: list[RoundResult]) -> list[str]:
+    """What `python -m core` prints after a run of every experiment."""
+    return [line for spec in EXPERIMENTS.values() for line in spec.cli_lines(rows)]
 
 
 def cache_row(strategy: str, round_no: int, recomputed: int | None, prompt: int = 2000, ttft: float = 100.0,
@@ -25,23 +30,24 @@ KILLED = [*(cache_row("append_only", n, 2000 if n == 1 else 20, ttft=900 if n ==
 
 
 def test_a_strategy_with_one_round_has_no_medians_after_the_first():
-    summary = summaries.summarize_cache(KILLED)["timestamp_first"]
+    summary = prefix_cache.summarize_cache(KILLED)["timestamp_first"]
     assert summary.rounds == 1 and summary.recomputed_total == 2000
     assert summary.recomputed_after_first is None and summary.ttft_median_after_first_ms is None
 
 
 def test_the_ratio_compares_only_the_rounds_both_strategies_measured():
-    by_strategy = summaries.summarize_cache(KILLED)
-    assert summaries.common_rounds(by_strategy, "timestamp_first") == [1]
-    assert summaries.recomputed_ratio(by_strategy) == {"timestamp_first": 1.0}  # round 1 against round 1, not 2000/2060
+    by_strategy = prefix_cache.summarize_cache(KILLED)
+    assert prefix_cache.common_rounds(by_strategy, "timestamp_first") == [1]
+    # round 1 against round 1, not 2000/2060
+    assert prefix_cache.recomputed_ratio(by_strategy) == {"timestamp_first": 1.0}
     longer = [*KILLED[:5], cache_row("timestamp_first", 2, 1990), cache_row("timestamp_first", 3, 1995)]
     expected = (2000 + 1990 + 1995) / (2000 + 20 + 20)
-    assert summaries.recomputed_ratio(summaries.summarize_cache(longer)) == {"timestamp_first": expected}
+    assert prefix_cache.recomputed_ratio(prefix_cache.summarize_cache(longer)) == {"timestamp_first": expected}
 
 
 def test_no_shared_round_no_ratio():
     rows = [cache_row("append_only", 1, 2000), cache_row("timestamp_first", 2, 2000)]
-    assert summaries.recomputed_ratio(summaries.summarize_cache(rows)) == {}
+    assert prefix_cache.recomputed_ratio(prefix_cache.summarize_cache(rows)) == {}
 
 
 def test_report_says_no_data_instead_of_zero():
@@ -56,8 +62,8 @@ def test_report_with_no_successful_rounds_invents_nothing():
     failed = [RoundResult("output", 1, output_tokens=None, error="HTTP 500"),
               RoundResult("input", 1, error="HTTP 500")]
     assert list(summary_lines(failed)) == []
-    assert summaries.summarize_output(failed).ms_per_output_token is None
-    assert summaries.summarize_input(failed).prefill_tps is None
+    assert output_length.summarize_output(failed).ms_per_output_token is None
+    assert input_length.summarize_input(failed).prefill_tps is None
 
 
 def test_report_names_who_timed_each_figure():

@@ -240,3 +240,17 @@ def test_discovery_finds_ggufs_where_runners_keep_them(tmp_path: Path, monkeypat
                                                        ("big-00001-of-00002.gguf", "LM Studio")]
     monkeypatch.setenv("LLAMA_MODEL", str(tmp_path / ".cache" / "llama.cpp" / "small.gguf"))
     assert [f.where for f in find_ggufs()] == ["LLAMA_MODEL", "Hugging Face", "LM Studio"]
+
+
+@pytest.mark.slow
+def test_cli_only_roofline_prints_a_table_and_a_summary(fake_api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the probe caches this machine's roofs there
+    code = main(["--backend", "api", "--url", fake_api.base_url, "--model", "ok", "--only", "roofline",
+                 "--matmul-n", "256", "--no-save"])
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["round", "kind", "value", "unit", "how"]
+    assert [line.split()[1] for line in lines[1:5]] == ["bandwidth", "compute", "prefill", "decode"]
+    assert lines[5].startswith("Experiment 5: compute ") and "the ridge point is" in lines[5]
+    assert lines[6].startswith("One request: prefill ")

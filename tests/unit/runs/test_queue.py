@@ -17,9 +17,10 @@ from core.backends import ChatRequest, OpenAICompatBackend
 from core.hosting import RUN_LOG, HostedSettings, Refused, TokenLedger, load_settings, spent_tokens
 from core.records import RoundResult
 from core.runs.runner import DONE, QUEUED, RUNNING, STOPPED, BackgroundRun, RunQueue, active_runs
+from core.words import LANGUAGES, load
 from tests.support.apptest import rendered
 from tests.unit.test_hosting import hosted_app
-from ui.text import LANG_KEY, LANGUAGES, Texts, load
+from ui.text import LANG_KEY, Texts
 
 
 class Gate:

@@ -12,7 +12,7 @@ from core.backends import BACKENDS
 from core.backends.connect import Connection
 from core.charts.base import RunView
 from core.charts.doctor import doctor_chart
-from core.experiments.base import Plan, RunContext
+from core.experiments.base import Plan, RunContext, Source
 from core.records import RoundResult
 from ui.doctor.fix import proven_fix_section
 from ui.doctor.sections import (
@@ -23,7 +23,7 @@ from ui.doctor.sections import (
     timeline_section,
     unexplained_section,
 )
-from ui.runs.contract import ExperimentPlan, RunSource
+from ui.runs.contract import ExperimentPlan
 from ui.runs.controls import run_controls
 from ui.runs.loop import show_run
 from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
@@ -184,7 +184,7 @@ st.subheader(t("doctor.replay"))
 st.caption(t("doctor.replay_help"))
 
 
-def make_source(conn: Connection) -> RunSource:
+def make_source(conn: Connection) -> Source:
     def rows(run: RunContext) -> Iterator[RoundResult]:
         for name, item in transcripts.items():
             yield from doctor.replay(item, run.backend, run.cancel, run.progress, label=name)

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,8 +41,9 @@ from core.cli import runs as runs_cli
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
-from core.experiments.base import RunContext, Table, exported_settings
+from core.experiments.base import RunContext, Source, Table, exported_settings
 from core.export import Record, to_csv, to_json
+from core.runs.recording import recorded
 from core.runs.runner import DONE, FAILED, STOPPED
 from core.store import RunStore
 
@@ -111,27 +113,33 @@ def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
               "with this run's, so timings may be slower than the server alone.", file=sys.stderr)
 
 
-def saving(records: Iterable[Record], store: RunStore | None, experiment: str, settings: dict[str, Any],
-           label: str, secrets: Sequence[str | None]) -> Iterator[Record]:
-    """Pass the records on, each written to the store as it arrives; the run ends as done, failed or
-    stopped (Ctrl-C), keeping every record written before."""
+def saving(source: Source, store: RunStore | None, experiment: str, settings: dict[str, Any],
+           label: str, secrets: Sequence[str | None]) -> Source:
+    """``source`` saved as one run (`core.runs.recording.recorded`), which ends as done, failed or stopped
+    (Ctrl-C), keeping every record written before."""
     if store is None:
-        yield from records
-        return
-    run_id = store.begin(experiment, settings, label=label, secrets=secrets)
-    status, failed, waiting = STOPPED, False, bool(store.unsaved)
-    try:
-        for record in records:
-            store.add(run_id, record)
-            if bool(store.unsaved) != waiting:  # said when it happens, and when it is over
-                waiting = bool(store.unsaved)
-                print(f"warning: {store.problem}" if waiting else "The run store works again: every round measured "
-                      "so far is written.", file=sys.stderr)
-            failed = failed or bool(record.error)
-            yield record
-        status = FAILED if failed else DONE
-    finally:
-        store.finish(run_id, status)
+        return source
+
+    def records(run: RunContext) -> Iterator[Record]:
+        run_id = store.begin(experiment, settings, label=label, secrets=secrets)
+        status, failed, waiting = STOPPED, False, bool(store.unsaved)
+        try:
+            for record in recorded(source, store, run_id)(run):
+                if bool(store.unsaved) != waiting:  # said when it happens, and when it is over
+                    waiting = bool(store.unsaved)
+                    print(f"warning: {store.problem}" if waiting else "The run store works again: every round "
+                          "measured so far is written.", file=sys.stderr)
+                failed = failed or bool(record.error)
+                yield record
+            status = FAILED if failed else DONE
+        finally:
+            store.finish(run_id, status)
+
+    return records
+
+
+def _rounds(spec: Experiment, settings: Any, run: RunContext) -> Iterator[Record]:
+    return spec.rounds(run, settings)
 
 
 def unsaved(store: RunStore | None) -> bool:
@@ -183,8 +191,9 @@ def run_experiments(args: argparse.Namespace) -> int:
                     print(spec.table.header())
                 saved = {**connections[spec.id].describe(), "only": only, "deadline_s": args.deadline,
                          **exported_settings(prepared[spec.id])}
-                for record in saving(spec.rounds(RunContext(connections[spec.id]), prepared[spec.id]), store,
-                                     spec.id, saved, label, [target.api_key]):
+                source = partial(_rounds, spec, prepared[spec.id])
+                for record in saving(source, store, spec.id, saved, label, [target.api_key])(
+                        RunContext(connections[spec.id])):
                     records.setdefault(spec.records, []).append(record)
                     print(spec.table.row(record), flush=True)
         except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below

@@ -10,16 +10,12 @@ by the port it listens on (`listening_pid`), so a llama-server the user started 
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 PROC = Path("/proc")
-Progress = Callable[[dict[str, Any]], None]
-Source = Callable[[threading.Event, Progress], Iterator[Any]]  # `core.runs.runner.RowSource`
 BUSY_SHARE = 0.75  # the server had less than this share of the CPU time used during the run
 BUSY_OTHERS = 0.10  # ... and the others used at least this share of the machine (an idle machine is not busy)
 
@@ -138,20 +134,3 @@ class CpuMeter:
         hz, cores = _ticks_per_s(), os.cpu_count() or 1
         return CpuShare(server_s=(server - server0) / hz, app_s=(me - me0) / hz, busy_s=(machine[0] - busy0) / hz,
                         capacity_s=(machine[1] - total0) / hz, cores=cores)
-
-
-def metered(source: Source, url: str, into: dict[str, Any]) -> Source:
-    """``source``'s rows unchanged; once they end, ``into["cpu"]`` holds the CPU share the server listening at
-    ``url`` got meanwhile (`CpuShare.to_dict`), or None where it cannot be measured (a remote API, not Linux)."""
-    pid = listening_pid(url)
-
-    def rows(cancel: threading.Event, progress: Progress) -> Iterator[Any]:
-        meter = CpuMeter(pid)
-        meter.start()
-        try:
-            yield from source(cancel, progress)
-        finally:
-            share = meter.stop()
-            into["cpu"] = share.to_dict() if share else None
-
-    return rows

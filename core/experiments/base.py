@@ -49,20 +49,29 @@ class Plan:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where a run's requests go and how it is stopped and heard: what every generator gets."""
+    """Where a run's requests go and how it is stopped and heard: what every generator gets.
 
-    connection: Connection
+    The one who runs a source builds it: the CLI, or `core.runs.runner.BackgroundRun`, which owns the cancel and
+    the progress. A context without a connection (a test's scripted source) has nowhere to send."""
+
+    connection: Connection | None
     cancel: threading.Event = field(default_factory=threading.Event)
     progress: ProgressCallback | None = None
     warm: bool = True  # send the warm-up request first
 
     @property
+    def conn(self) -> Connection:
+        if self.connection is None:
+            raise RuntimeError("this run has no connection to send requests to")
+        return self.connection
+
+    @property
     def backend(self) -> StreamingBackend:
-        return self.connection.backend
+        return self.conn.backend
 
     @property
     def counter(self) -> TokenCounter:
-        return self.connection.counter
+        return self.conn.counter
 
     def stopped(self) -> bool:
         return self.cancel.is_set()
@@ -75,6 +84,9 @@ class RunContext:
         """One tiny request whose timing is thrown away (unless ``warm`` is off)."""
         if self.warm:
             warm_up(self.backend, self.cancel)
+
+
+Source = Callable[[RunContext], Iterator[Record]]  # a run's records: an experiment's generator with its settings
 
 
 def warm_up(backend: StreamingBackend, cancel: threading.Event | None = None) -> RequestResult:

@@ -108,8 +108,8 @@ def _fit(settings: Settings, text: str, conn: Connection) -> FittedDocument:
 
 def rounds(run: RunContext, settings: Settings) -> Iterator[RoundResult]:
     """The document fitted by `prepare` (here if the caller did not) goes out as it is."""
-    settings = prepare(settings, run.connection)
-    document = settings.fitted or _fit(settings, settings.document or "", run.connection)
+    settings = prepare(settings, run.conn)
+    document = settings.fitted or _fit(settings, settings.document or "", run.conn)
     run.warm_up()
     for strategy in settings.strategies:
         conversation = Conversation(document.text, strategy, settings.seed)

@@ -18,15 +18,15 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.backends.connect import Connection
 from core.backends.server_lock import ServerLock
+from core.experiments.base import RunContext, Source
 from core.export import Record
 from core.hosting import Refused
-
-RowSource = Callable[[threading.Event, Callable[[dict[str, Any]], None]], Iterator[Record]]  # rounds or levels
 
 
 def server_lock(key: str) -> ServerLock:
@@ -175,7 +175,8 @@ class BackgroundRun:
 
     experiment: str
     settings: dict[str, Any]
-    source: RowSource
+    source: Source
+    connection: Connection | None = None  # where the source's requests go (`RunContext`)
     lock_key: str | None = None
     planned_rounds: int = 0
     label: str = ""
@@ -244,7 +245,7 @@ class BackgroundRun:
             started_at = time.monotonic()
             self.status = RUNNING
             self._bump()
-            for row in self.source(self.cancel, self._set_progress):
+            for row in self.source(RunContext(self.connection, self.cancel, self._set_progress)):
                 self.progress = None
                 self._drawn.clear()
                 self.rows = [*self.rows, row]
@@ -291,7 +292,7 @@ class BackgroundRun:
     @classmethod
     def recorded(cls, experiment: str, settings: dict[str, Any], rows: list[Record], label: str) -> BackgroundRun:
         """A finished run made from saved rows (recorded sample results), never started."""
-        run = cls(experiment, settings, lambda cancel, progress: iter(()), label=label)
+        run = cls(experiment, settings, lambda context: iter(()), label=label)
         run.rows, run.status = list(rows), DONE
         return run
 

@@ -12,7 +12,7 @@ count and tabulate them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -21,16 +21,14 @@ import pandas as pd
 from core.backends.connect import Connection
 from core.charts.base import RunView
 from core.experiments import Experiment
-from core.experiments.base import Plan, RunContext, exported_settings
-from core.export import Record
+from core.experiments.base import Plan, Source, exported_settings
 from ui.text import Texts
 
-RunSource = Callable[[RunContext], Iterator[Record]]
 R = TypeVar("R")
 
 
 class SourceFactory(Protocol):
-    def __call__(self, conn: Connection) -> RunSource:
+    def __call__(self, conn: Connection) -> Source:
         """The generator for this connection; raises ValueError (a sentence) when the settings cannot run on it."""
 
 
@@ -52,7 +50,7 @@ class ExperimentPlan:
            slots: int | None = None, **exported: Any) -> ExperimentPlan:
         """A registered experiment's plan: its settings are prepared for the connection (and ``check``ed) when
         the run starts; ``exported`` adds settings to the export."""
-        def make_source(conn: Connection) -> RunSource:
+        def make_source(conn: Connection) -> Source:
             prepared = spec.prepare(settings, conn)
             if check is not None:
                 check(prepared, conn)

@@ -6,10 +6,9 @@ from datetime import datetime
 
 import streamlit as st
 
-from core.engine.meter import metered
 from core.experiments import EXPERIMENTS
-from core.experiments.base import RunContext
 from core.hosting import Refused
+from core.runs.recording import metered
 from core.runs.runner import BackgroundRun
 from ui.runs.contract import ExperimentPlan
 from ui.runs.saved import (
@@ -59,8 +58,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     spend = None
     run_settings = {**conn.describe(), **plan.settings}
     run_id, rows = start_saving(plan.experiment, run_settings, label,  # saved round by round, as the worker gets them
-                                metered(lambda cancel, progress: source(RunContext(conn, cancel, progress)),
-                                        target.url or "", run_settings),  # + "cpu": the server's share, at the end
+                                metered(source, target.url or "", run_settings),  # + "cpu": the server's share
                                 target.api_key)
 
     def finished() -> None:
@@ -72,7 +70,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     try:
         if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
             spend = budgets.reserve(visitor, plan.plan.tokens, settings)
-        run = BackgroundRun(plan.experiment, run_settings, rows, lock_key=target.lock_key(),
+        run = BackgroundRun(plan.experiment, run_settings, rows, connection=conn, lock_key=target.lock_key(),
                             planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
                             visitor=visitor, busy_slots=conn.busy_slots, line=line())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import secrets
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,9 +22,9 @@ import pandas as pd
 import streamlit as st
 
 from core.charts.base import RunView
-from core.export import Record
 from core.report import build_report
-from core.runs.runner import RUNNING, STOPPED, BackgroundRun, RowSource
+from core.runs import RUNNING, STOPPED, BackgroundRun, Source
+from core.runs.recording import recorded
 from core.store import (
     AUTHOR_ENV,
     CUT,
@@ -85,19 +85,13 @@ def saved_runs(experiment: str | None = None) -> list[SavedRun]:
     return run_store().runs(experiment, owner=visitor())
 
 
-def start_saving(experiment: str, settings: dict[str, Any], label: str, source: RowSource,
-                 api_key: str | None) -> tuple[str, RowSource]:
+def start_saving(experiment: str, settings: dict[str, Any], label: str, source: Source,
+                 api_key: str | None) -> tuple[str, Source]:
     """Record a new run and return its id and a source that writes each record as the worker gets it."""
     store = run_store()
     run_id = uuid.uuid4().hex[:12]
     store.begin(experiment, settings, label=label, owner=owner(), secrets=[api_key], run_id=run_id)
-
-    def rows(cancel: Any, progress: Callable[[dict[str, Any]], None]) -> Iterator[Record]:
-        for row in source(cancel, progress):
-            store.add(run_id, row)
-            yield row
-
-    return run_id, rows
+    return run_id, recorded(source, store, run_id)
 
 
 def finish_saving(run: BackgroundRun) -> None:

@@ -20,6 +20,7 @@ import pytest
 from core.backends import ChatRequest, LlamaServerBackend, OpenAICompatBackend
 from core.backends.connect import Target
 from core.backends.server_lock import ServerLock, normalize
+from core.experiments.base import RunContext
 from core.hosting import HostedSettings, guarded_transport
 from core.runs.runner import RUNNING, STOPPED, BackgroundRun
 from tests.support.apptest import ROOT
@@ -67,9 +68,9 @@ def lock_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def one_request(backend: OpenAICompatBackend):
-    def rows(cancel: threading.Event, progress: Any) -> Iterator[Any]:
-        result = backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}]), cancel=cancel)
-        if not cancel.is_set():
+    def rows(run: RunContext) -> Iterator[Any]:
+        result = backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}]), cancel=run.cancel)
+        if not run.stopped():
             yield result
     return rows
 
@@ -178,7 +179,7 @@ def test_two_api_runs_on_one_url_run_at_the_same_time(fake_api):
     fake_api.token_delay = 0.2
     overlap = threading.Barrier(2, timeout=10)
 
-    def rows(cancel: threading.Event, progress: Any) -> Iterator[Any]:
+    def rows(run: RunContext) -> Iterator[Any]:
         overlap.wait()  # both runs are inside their source at once, or this times out
         with OpenAICompatBackend(fake_api.base_url, "ok") as backend:
             yield backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}]))
@@ -211,7 +212,7 @@ def test_a_client_that_takes_no_lock_is_seen_on_the_servers_slots_and_warned_abo
     try:
         with LlamaServerBackend(url) as backend:
             assert backend.busy_slots() == 1
-            run = BackgroundRun("x", {}, lambda cancel, progress: iter(()), lock_key=url,
+            run = BackgroundRun("x", {}, lambda run: iter(()), lock_key=url,
                                 busy_slots=backend.busy_slots).start()
             run.join(5)
     finally:

@@ -155,8 +155,8 @@ def test_stop_keeps_the_levels_already_measured(fake_api):
 def test_the_runner_and_the_exports_take_levels(fake_api):
     conn = Connection("api", OpenAICompatBackend(fake_api.base_url, "ok"), EstimatingTokenCounter())
     settings = batch.Settings((1, 2), output_tokens=6, prompt_tokens=100)
-    run = BackgroundRun("batch", {"backend": "api", "model": "ok"}, lambda cancel, progress: batch.rounds(
-        RunContext(conn, cancel), settings))
+    run = BackgroundRun("batch", {"backend": "api", "model": "ok"}, lambda run: batch.rounds(run, settings),
+                        connection=conn)
     run.start().join(60)
     conn.close()
     assert run.status == DONE and [lv.concurrency for lv in run.rows] == [1, 2]

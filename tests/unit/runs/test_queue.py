@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from core.backends import ChatRequest, OpenAICompatBackend
+from core.experiments.base import RunContext
 from core.hosting import RUN_LOG, HostedSettings, Refused, TokenLedger, load_settings, spent_tokens
 from core.records import RoundResult
 from core.runs.runner import DONE, QUEUED, RUNNING, STOPPED, BackgroundRun, RunQueue, active_runs
@@ -35,13 +36,13 @@ class Gate:
         self.began: list[str] = []
 
     def source(self, name: str):
-        def rows(cancel: threading.Event, progress: Any) -> Iterator[RoundResult]:
+        def rows(run: RunContext) -> Iterator[RoundResult]:
             with self.guard:
                 self.inside += 1
                 self.most = max(self.most, self.inside)
                 self.began.append(name)
             try:
-                while not self.release.wait(0.02) and not cancel.is_set():
+                while not self.release.wait(0.02) and not run.stopped():
                     pass
                 yield RoundResult(name, 1)
             finally:
@@ -107,7 +108,7 @@ def test_a_run_stopped_while_in_line_leaves_it_and_the_others_move_up():
 def test_the_expected_wait_comes_from_recent_runs():
     queue = RunQueue()
     assert queue.expected_wait_s(1, 4) is None
-    first = BackgroundRun("x", {}, lambda c, p: iter(()))
+    first = BackgroundRun("x", {}, lambda run: iter(()))
     queue.join(first)
     assert queue.wait_turn(first, 4)
     queue.leave(first, 20.0)
@@ -142,7 +143,7 @@ def test_one_visitor_may_not_hold_more_runs_than_allowed_even_pressing_at_once()
         gate.release.set()
         for run in started:
             run.join(10)
-    again = BackgroundRun("x", {}, lambda c, p: iter(()), visitor="tab-of-0").start(max_concurrent=4, per_visitor=1)
+    again = BackgroundRun("x", {}, lambda run: iter(()), visitor="tab-of-0").start(max_concurrent=4, per_visitor=1)
     again.join(5)
     assert again.status == DONE, "once a visitor's run ended, they may run again"
 

@@ -13,7 +13,7 @@ def test_a_run_stopped_while_it_waits_for_the_server_still_closes_its_connection
     lock = server_lock("http://127.0.0.1:1/runner-test")
     lock.acquire()  # another session's run holds the server
     try:
-        run = BackgroundRun("x", {}, lambda cancel, progress: iter(()), lock_key="http://127.0.0.1:1/runner-test",
+        run = BackgroundRun("x", {}, lambda run: iter(()), lock_key="http://127.0.0.1:1/runner-test",
                             on_finish=closed.set).start()
         run.stop()
         run.join(5)
@@ -25,6 +25,6 @@ def test_a_run_stopped_while_it_waits_for_the_server_still_closes_its_connection
 def test_a_finished_run_closes_its_connection_after_its_last_row():
     closed = threading.Event()
     rows = [RoundResult("x", 1), RoundResult("x", 2)]
-    run = BackgroundRun("x", {}, lambda cancel, progress: iter(rows), on_finish=closed.set).start()
+    run = BackgroundRun("x", {}, lambda run: iter(rows), on_finish=closed.set).start()
     run.join(5)
     assert run.status == DONE and run.rows == rows and closed.is_set()

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from core.experiments.base import RunContext
 from core.hosting import Refused
 from core.runs.runner import DONE, QUEUED, RUNNING, BackgroundRun
 from core.store import CUT, open_store
@@ -32,8 +33,8 @@ class Gate:
     def __init__(self) -> None:
         self.release = threading.Event()
 
-    def source(self) -> Callable[[threading.Event, Any], Iterator[Any]]:
-        def rows(cancel: threading.Event, progress: Any) -> Iterator[Any]:
+    def source(self) -> Callable[[RunContext], Iterator[Any]]:
+        def rows(run: RunContext) -> Iterator[Any]:
             self.release.wait(30)
             return iter(())
         return rows
@@ -83,7 +84,7 @@ REPLICA = textwrap.dedent("""
 
     store = open_store(sys.argv[1])
     run_id = store.begin(ID, {}, label="cut by kill -9", owner="visitor-a")
-    def rounds(cancel, progress):
+    def rounds(run):
         for i in (1, 2):
             row = RoundResult(ID, i, strategy="append_only", prompt_tokens=1000 + i, ttft_ms=10.0 * i)
             store.add(run_id, row)
@@ -107,7 +108,7 @@ def test_a_replica_killed_mid_run_frees_its_place_and_its_run_is_listed_as_cut(l
         line = LeaseLine(store.db, LEASE_S)
         started = threading.Event()
 
-        def source(cancel: threading.Event, progress: Any) -> Iterator[Any]:
+        def source(run: RunContext) -> Iterator[Any]:
             started.set()
             return iter(())
 

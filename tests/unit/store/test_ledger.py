@@ -80,7 +80,7 @@ def test_a_database_that_does_not_answer_refuses_the_operators_key_and_a_visitor
         StoreLedger(store.db).reserve("a", 10, SETTINGS)
     assert refused.value.key == "ledger_down" and "127.0.0.1" in str(refused.value)  # the reason names the server
     assert "pw-never-shown" not in str(refused.value)
-    own_key = BackgroundRun("x", {}, lambda cancel, progress: iter(()), visitor="a",
+    own_key = BackgroundRun("x", {}, lambda run: iter(()), visitor="a",
                             line=LeaseLine(store.db, 2.0)).start(max_concurrent=1, per_visitor=1)
     own_key.join(10)  # the line cannot be read either: the run waits in this process's own line, and runs
     assert own_key.status == DONE

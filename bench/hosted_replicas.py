@@ -56,7 +56,8 @@ def measure(replicas: int, db_url: str, folder: Path) -> dict[str, Any]:
     load = load_average()
     steps: list[dict[str, Any]] = []
     with Replicas(folder / f"replicas-{replicas}", replicas, env) as group:
-        asyncio.run(step(group.url, 2))  # imports and the first script compile on every replica, as on a deploy
+        for port in group.ports:  # imports and the first script compile on every replica, as on a deploy
+            asyncio.run(step(f"http://127.0.0.1:{port}", 1))
         pids = [group.pid(i) for i in range(replicas)]
         before = sum(cpu_seconds(pid) for pid in pids)
         sessions = 0

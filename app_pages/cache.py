@@ -2,6 +2,7 @@
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 
 import streamlit as st
 
@@ -14,10 +15,7 @@ from core.experiments import prefix_cache as ex
 from core.experiments.prompts import STRATEGIES
 from core.experiments.samples import chapter_reference
 from core.records import RoundResult
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import run_controls
-from ui.runs.document import fit_for_backend
-from ui.runs.loop import explain, show_run
+from ui.runs import ExperimentPlan, explain, preview, run_controls, show_run
 from ui.session import BACKEND_KEY, hosted
 from ui.text import Texts, texts
 
@@ -50,12 +48,13 @@ else:
 
 
 doc_id = hashlib.sha256(document.encode()).hexdigest()[:12]
-fitting = fit_for_backend(document, doc_id, int(doc_tokens), int(rounds))
+settings = ex.Settings(int(rounds), tuple(strategies), doc_name, int(doc_tokens), document)
+prepared = preview(EXPERIMENTS[ex.ID], settings, f"{doc_id}-{doc_tokens}-{rounds}-{','.join(strategies)}")
 fitted: FittedDocument | None = None
-if isinstance(fitting, str):
-    st.error(f"{t('common.backend_error')} {fitting}")
+if isinstance(prepared, str):
+    st.error(f"{t('common.backend_error')} {prepared}")
 else:
-    fitted = fitting
+    fitted = prepared.fitted
     approx = "" if fitted.exact else "~"
     st.caption(t("cache.doc_cut" if fitted.truncated else "cache.doc_whole", tokens=f"{approx}{fitted.tokens:,}",
                  original=f"{approx}{fitted.original_tokens:,}"))
@@ -91,7 +90,7 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     explain(t, "cache", *ex.verdict_text(rows, t))
 
 
-settings = ex.Settings(int(rounds), tuple(strategies), doc_name, int(doc_tokens), document, fitted)
+settings = replace(settings, fitted=fitted)
 plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], settings, check, doc_sha256=doc_id)
 show_run(run_controls(plan), draw, ex.ID)
 

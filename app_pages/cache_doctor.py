@@ -1,10 +1,7 @@
 """Cache doctor: which round of your own transcript broke the prefix cache, where, why, and the cost."""
 
-import hashlib
 from collections.abc import Iterator, Sequence
-from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from core import doctor
@@ -14,21 +11,11 @@ from core.charts.base import RunView
 from core.charts.doctor import doctor_chart
 from core.experiments.base import Plan, RunContext, Source
 from core.records import RoundResult
+from ui.doctor.findings import analysed, read_inputs, show_analysis
 from ui.doctor.fix import proven_fix_section
-from ui.doctor.sections import (
-    audit_section,
-    billing_section,
-    diagnosis_section,
-    measured_section,
-    timeline_section,
-    unexplained_section,
-)
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import run_controls
-from ui.runs.loop import show_run
+from ui.runs import ExperimentPlan, run_controls, show_run
 from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
 from ui.session import BACKEND_KEY, hosted
-from ui.sidebar.target import connect, current_target
 from ui.text import Texts, texts
 
 t = texts()
@@ -62,18 +49,8 @@ if not inputs and pasted.strip():
 if not inputs:
     st.info(t("doctor.empty"))
     st.stop()
-# parsed once per input and kept with its analyses, so a click elsewhere on the page does not redo them
-digest = hashlib.sha256(b"".join(data for _, data in inputs) + str(log_format).encode()).hexdigest()
-cached: dict[str, Any] | None = st.session_state.get("doctor_input")
-if cached is None or cached["digest"] != digest:
-    try:
-        parsed = doctor.load_inputs(inputs, most_bytes, log_format)
-    except doctor.TranscriptError as exc:
-        st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
-        st.stop()
-    cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
-kept: dict[str, Any] = cached
-transcript = kept["transcript"]
+kept = read_inputs(t, inputs, most_bytes, log_format)
+transcript, digest = kept["transcript"], kept["digest"]
 decision = doctor.comparison(transcript, ", ".join(n for n, _ in inputs))  # what is compared: the CLI's call too
 if decision.kind == doctor.UNREAD:
     st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
@@ -95,87 +72,17 @@ if decision.kind == doctor.SIMULATE:
 transcripts = decision.transcripts
 
 
-def analyse_cached(name: str, item: doctor.Transcript) -> doctor.Analysis | str:
-    """Analysis per transcript and backend, kept with the input (rendering with a server costs requests)."""
-    cache = kept["analyses"]
-    target = current_target() if use_server else None
-    key = (name, target.url if target else None)
-    if key not in cache:
-        if target is None:
-            cache[key] = doctor.analyse(item)
-        else:
-            try:
-                conn = connect(target)
-            except Exception as exc:  # noqa: BLE001 - shown to the user; the static analysis still works
-                return f"{t('common.backend_error')} {exc}"
-            with conn:
-                cache[key] = doctor.analyse(item, conn.counter, conn.backend)
-    return cache[key]
-
-
-def cause_text(finding: doctor.RoundFinding) -> str:
-    values = {"round": finding.round, "cause": t(f"cause.{finding.cause}"), "char": finding.first_diff_char or 0,
-              "message": finding.message_index, "field": finding.field}
-    return t("doctor.broke_tools" if finding.message_index is None else "doctor.broke", **values)
-
-
-def show_analysis(name: str, analysis: doctor.Analysis) -> None:
-    findings = [f.to_dict() for f in analysis.findings]
-    st.caption(t("doctor.rendering", rounds=len(findings), how=analysis.rendering,
-                 exact=t("doctor.exact") if analysis.findings[0].tokens_exact else t("doctor.estimated")))
-    first = analysis.first_break
-    if first:
-        st.error(cause_text(first), icon=":material/heart_broken:")
-        st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{first.cause}')}")
-    elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
-        st.info(t("doctor_input.server_history"), icon=":material/cloud:")
-    elif analysis.errors:
-        st.warning(t("doctor_input.partial", rounds=len(findings), unread=len(analysis.errors)),
-                   icon=":material/warning:")
-    else:
-        later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
-        st.success(t("doctor.clean", median=sorted(later)[len(later) // 2]), icon=":material/check_circle:")
-    totals = analysis.totals()
-    a, b, c, d = st.columns(4)
-    a.metric(t("doctor.metric_rounds"), len(findings))
-    b.metric(t("doctor.metric_recomputed"), f"{totals['recomputed']:,}")
-    c.metric(t("doctor.metric_append"), f"{totals['append_only']:,}")
-    fractions = sorted(f.cacheable_fraction for f in analysis.findings[1:]) or [0.0]
-    d.metric(t("doctor.metric_cacheable"), f"{fractions[len(fractions) // 2]:.0%}")
-    st.altair_chart(doctor_chart(findings, t), width="stretch", key=f"doctor-chart-{name}")
-    table = pd.DataFrame(findings).drop(columns=["old_snippet", "new_snippet"])
-    table["cause"] = table["cause"].map(lambda c: t(f"cause.{c}"))
-    st.dataframe(table, hide_index=True, key=f"doctor-table-{name}")
-    breaking = [f for f in analysis.findings if f.breaks_cache][:10]
-    if breaking:
-        st.subheader(t("doctor.breaks"))
-    for finding in breaking:
-        with st.expander(cause_text(finding), expanded=finding is first):
-            left, right = st.columns(2)
-            left.caption(t("doctor.previous", round=finding.round - 1))
-            left.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.old_snippet}</pre>")
-            right.caption(t("doctor.current", round=finding.round))
-            right.html(f"<pre style='white-space:pre-wrap;font-size:0.8em'>{finding.new_snippet}</pre>")
-            st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{finding.cause}')}")
-    measured_section(name, findings, t)
-    unexplained_section(findings, t)
-    diagnosis_section(name, findings, t)
-    timeline_section(name, findings, t)
-    audit_section(name, analysis, t)
-    billing_section(name, analysis, t)
-
-
 analyses: dict[str, doctor.Analysis] = {}
 tabs = st.tabs([t(f"strategy.{name}") if name in doctor.SIMULATED_STRATEGIES else t("nav.doctor")
                 for name in transcripts])
 for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
     with tab:
-        result = analyse_cached(name, item)
+        result = analysed(t, kept, name, item, use_server)
         if isinstance(result, str):
             st.error(result)
             result = doctor.analyse(item)
         analyses[name] = result
-        show_analysis(name, result)
+        show_analysis(t, name, result)
 
 if len(inputs) == 1:
     proven_fix_section(inputs[0][0], inputs[0][1], transcript, digest, t, log_format)

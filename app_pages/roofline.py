@@ -6,12 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from core.charts.base import RunView
-from core.charts.roofline import Marked, roofline_chart
+from core.charts.roofline import roofline_chart
 from core.experiments import EXPERIMENTS
 from core.experiments import roofline as rf
-from core.experiments.phases import CHAPTER_MODEL, chapter_points
-from core.roofline.arithmetic import DECODE, PREFILL, Measurement, place
-from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
+from core.roofline.hardware import ACCELERATORS
 from core.roofline.report import percent, si
 from ui.roofline import (
     ACCELERATOR_KEY,
@@ -20,13 +18,11 @@ from ui.roofline import (
     backend_model,
     backend_prediction,
     backend_roof,
+    chart_marks,
     local_backend,
     points_table,
-    session_points,
 )
-from ui.runs.contract import ExperimentPlan, Records
-from ui.runs.controls import run_controls
-from ui.runs.loop import explain, show_run
+from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
 from ui.text import Texts, texts
 
 
@@ -100,24 +96,7 @@ if prediction is not None:
                 unsafe_allow_html=True)
 
 st.subheader(t("roofline.chart_title"))
-mac, gpu = ACCELERATORS[MAC_STUDIO], ACCELERATORS[DATACENTER]
-mac_label, gpu_label = t("roofline.mac_label"), t("roofline.gpu_label")
-roofs, marks = [], []
-mine = []
-if roof is not None and model is not None:
-    mine = session_points(roof, model)
-    roofs.append(roof)
-    marks += [Marked(roof.machine, p) for p in mine]
-if roof is not mac:
-    roofs.append(mac)
-marks += [Marked(mac.machine, place(mac, CHAPTER_MODEL, m)) for m in chapter_points(mac_label)]
-if roof is not gpu:
-    roofs.append(gpu)
-gpu_model = model or CHAPTER_MODEL
-for phase, context, prompt in ((PREFILL, 250.0, 500), (DECODE, 500.0, None)):
-    bound = place(gpu, gpu_model, Measurement(phase, gpu_label, 1.0, context, prompt_tokens=prompt))
-    marks.append(Marked(gpu.machine, place(gpu, gpu_model, Measurement(
-        phase, gpu_label, bound.bound_tps, context, prompt_tokens=prompt)), measured=False))
+roofs, marks, mine, gpu_model = chart_marks(t, roof, model)
 st.altair_chart(roofline_chart(roofs, marks, t), width="stretch", key="roofline-chart")
 st.caption(t("roofline.chart_caption", model=gpu_model.name))
 

@@ -7,7 +7,7 @@ process); `open_connection` never starts a process.
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,8 +100,10 @@ def open_connection(target: Target, transport: httpx.BaseTransport | None = None
     return Connection(spec.name, client, EstimatingTokenCounter())
 
 
-def engine_target(stack: ExitStack, context: int = DEFAULT_CONTEXT, slots: int = 1) -> Target:
+def engine_target(stack: ExitStack, context: int = DEFAULT_CONTEXT, slots: int = 1,
+                  on_start: Callable[[], None] | None = None) -> Target:
     """Start the embedded llama-server (with ``slots`` parallel sequences) for a command-line run; it stops
-    when ``stack`` closes."""
-    print("Starting the embedded llama-server...", file=sys.stderr)
+    when ``stack`` closes. ``on_start`` is told first (the CLI says so on stderr): starting takes seconds."""
+    if on_start is not None:
+        on_start()
     return Target("local", url=stack.enter_context(LocalServer(context=context, slots=slots)).url)

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from core.backends.connect import open_connection
 from core.cli import doctor_fix
 from core.cli.target import add_target_arguments, apply_deadline, target_from_args
 from core.engine.server import EngineError
+
+Result = tuple[str, doctor.Transcript, doctor.Analysis, list[Any]]  # a file's name, what was read, found, replayed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -158,6 +161,38 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
             "notes": analysis.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
+def _print_results(results: Sequence[Result], provider: str | None) -> None:
+    for name, transcript, analysis, replayed in results:
+        print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
+              f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
+        for note in analysis.notes:  # the input's, and the chat template check's
+            print(f"note: {note}")
+        if transcript.mixed:
+            print(f"note: {transcript.mixed}; a change of format between rounds is reported as a mix "
+                  "(format_changed), never as a cache break. Use --format to read every line in one format.")
+        _print_findings(analysis, replayed)
+        _print_summary(analysis, transcript, provider)
+
+
+def _failed(args: argparse.Namespace, results: Sequence[Result],
+            inputs: Sequence[tuple[str, doctor.Transcript]]) -> bool:
+    """--fail-on-break: a round that breaks the cache (unless allowed), or a line that could not be read."""
+    failed = False
+    defects = [(name, f) for name, _, a, _ in results for f in a.findings
+               if f.breaks_cache and f.cause not in args.allow]
+    if defects:
+        name, f = defects[0]
+        print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
+              f"in {'the tool list' if f.message_index is None else f'message {f.message_index}'} ({f.field})")
+        failed = True
+    unread = [error for _, transcript in inputs for error in transcript.errors]
+    if unread and not args.allow_unread:
+        print(f"FAIL: {len(unread)} line(s) could not be read and were not checked (one may be the round that "
+              f"breaks the cache); first: {unread[0]}. Fix the log, or accept them with --allow-unread.")
+        failed = True
+    return failed
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when analysed, 1 with --fail-on-break and a defect, 2 when input or backend cannot be used."""
     fixed = None
@@ -180,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
         for decision in refused:
             print(f"error: {decision.message}", file=sys.stderr)
         return 2
-    results, proof = [], []
+    results: list[Result] = []
+    proof = []
     with ExitStack() as stack:
         server = args.backend is not None or args.prove_fix  # the proof needs one: the embedded unless named
         try:
@@ -203,16 +239,7 @@ def run(args: argparse.Namespace) -> int:
                 results.append((label_name, transcript, analysis, replayed))
         if args.prove_fix and conn and fixed and fixed.fixed:
             proof = doctor_fix.prove(inputs[0], fixed, conn.backend, args.log_format)
-    for name, transcript, analysis, replayed in results:
-        print(f"{name}: {', '.join(analysis.formats)}; {len(analysis.findings)} rounds read, rendered with the "
-              f"{analysis.rendering}; tokens {'exact' if analysis.counter.exact else 'estimated'}.")
-        for note in analysis.notes:  # the input's, and the chat template check's
-            print(f"note: {note}")
-        if transcript.mixed:
-            print(f"note: {transcript.mixed}; a change of format between rounds is reported as a mix "
-                  "(format_changed), never as a cache break. Use --format to read every line in one format.")
-        _print_findings(analysis, replayed)
-        _print_summary(analysis, transcript, args.provider)
+    _print_results(results, args.provider)
     if fixed:
         doctor_fix.print_fix(fixed, proof, args.write_fixed)
     if args.json:
@@ -220,20 +247,4 @@ def run(args: argparse.Namespace) -> int:
         if fixed:
             records[0]["fix"] = doctor_fix.record(fixed, proof)
         args.json.write_text(json.dumps(records[0] if len(records) == 1 else {"files": records}, indent=2))
-    if args.fail_on_break:
-        failed = False
-        defects = [(name, f) for name, _, a, _ in results for f in a.findings
-                   if f.breaks_cache and f.cause not in args.allow]
-        if defects:
-            name, f = defects[0]
-            print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
-                  f"in {'the tool list' if f.message_index is None else f'message {f.message_index}'} ({f.field})")
-            failed = True
-        unread = [error for _, transcript in inputs for error in transcript.errors]
-        if unread and not args.allow_unread:
-            print(f"FAIL: {len(unread)} line(s) could not be read and were not checked (one may be the round that "
-                  f"breaks the cache); first: {unread[0]}. Fix the log, or accept them with --allow-unread.")
-            failed = True
-        if failed:
-            return 1
-    return 0
+    return 1 if args.fail_on_break and _failed(args, results, inputs) else 0

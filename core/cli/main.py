@@ -151,6 +151,19 @@ def unsaved(store: RunStore | None) -> bool:
     return True
 
 
+def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
+            records: dict[str, list[Record]]) -> None:
+    """Each experiment's summary lines, over every record of the run (experiment 2 relates 1's too); --json, --csv."""
+    everything = [record for kind in records.values() for record in kind]
+    for spec in specs:
+        for text in spec.cli_lines(everything):
+            print(text)
+    if args.json:
+        args.json.write_text(to_json(settings, records))
+    if args.csv:
+        args.csv.write_text(to_csv(settings, records.get("rounds") or next(iter(records.values()), [])))
+
+
 def run_experiments(args: argparse.Namespace) -> int:
     only: list[str] = list(dict.fromkeys(args.only or DEFAULT_RUN))  # each experiment once, in the order given
     specs = [EXPERIMENTS[name] for name in only]
@@ -201,14 +214,7 @@ def run_experiments(args: argparse.Namespace) -> int:
     if interrupted:
         print(f"Interrupted (Ctrl-C): {sum(map(len, records.values()))} records were measured; they are kept.",
               file=sys.stderr)
-    everything = [record for kind in records.values() for record in kind]
-    for spec in specs:  # each experiment's lines, over every record of the run (experiment 2 relates 1's too)
-        for text in spec.cli_lines(everything):
-            print(text)
-    if args.json:
-        args.json.write_text(to_json(settings, records))
-    if args.csv:
-        args.csv.write_text(to_csv(settings, records.get("rounds") or next(iter(records.values()), [])))
+    _report(args, specs, settings, records)
     if unsaved(store) and not interrupted:
         return 1
     if interrupted:

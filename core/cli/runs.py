@@ -61,65 +61,74 @@ def _find(store: RunStore, run: str) -> SavedRun | None:
     return saved
 
 
-def run(args: argparse.Namespace) -> int:
-    store = open_for_cli()
-    if args.action == "list":
-        runs = store.runs(args.experiment)
-        if args.json:
-            for item in runs:
-                print(json.dumps({**asdict(item), "machine_name": machine_name(item.machine)}, ensure_ascii=False))
-            return 0
-        print(" ".join(name.ljust(width) for name, width in LIST_COLUMNS))
+def _list(store: RunStore, args: argparse.Namespace) -> int:
+    runs = store.runs(args.experiment)
+    if args.json:
         for item in runs:
-            machine = f"{machine_name(item.machine)} · {item.author}" if item.author else machine_name(item.machine)
-            cells = [item.id, item.experiment, item.label, machine, _date(item), str(item.rounds), item.status]
-            print(" ".join(cell[:width].ljust(width) for cell, (_, width) in zip(cells, LIST_COLUMNS, strict=True)))
+            print(json.dumps({**asdict(item), "machine_name": machine_name(item.machine)}, ensure_ascii=False))
         return 0
-    if args.action == "show":
-        saved = _find(store, args.run)
-        if saved is None:
+    print(" ".join(name.ljust(width) for name, width in LIST_COLUMNS))
+    for item in runs:
+        machine = f"{machine_name(item.machine)} · {item.author}" if item.author else machine_name(item.machine)
+        cells = [item.id, item.experiment, item.label, machine, _date(item), str(item.rounds), item.status]
+        print(" ".join(cell[:width].ljust(width) for cell, (_, width) in zip(cells, LIST_COLUMNS, strict=True)))
+    return 0
+
+
+def _show(store: RunStore, args: argparse.Namespace) -> int:
+    saved = _find(store, args.run)
+    if saved is None:
+        return 2
+    print(f"{saved.label}\n  id {saved.id} · {saved.experiment} · {saved.status} · {_date(saved)} · "
+          f"{saved.rounds} rounds · {saved.source}\n  machine: {machine_name(saved.machine)}")
+    print(f"  settings: {json.dumps(saved.settings, ensure_ascii=False)}")
+    for record in store.records(saved.id):
+        print("  " + json.dumps({k: v for k, v in record.to_dict().items() if v not in (None, "", [])},
+                                ensure_ascii=False))
+    return 0
+
+
+def _export(store: RunStore, args: argparse.Namespace) -> int:
+    saved = _find(store, args.run)
+    if saved is None:
+        return 2
+    text = export_run(saved, store.records(saved.id))
+    if args.output:
+        args.output.write_text(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def _import(store: RunStore, args: argparse.Namespace) -> int:
+    for path in args.files:
+        try:
+            ids = import_export(store, path.read_text(encoding="utf-8"), str(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"error: {path}: cannot be read ({exc})", file=sys.stderr)
             return 2
-        print(f"{saved.label}\n  id {saved.id} · {saved.experiment} · {saved.status} · {_date(saved)} · "
-              f"{saved.rounds} rounds · {saved.source}\n  machine: {machine_name(saved.machine)}")
-        print(f"  settings: {json.dumps(saved.settings, ensure_ascii=False)}")
-        for record in store.records(saved.id):
-            print("  " + json.dumps({k: v for k, v in record.to_dict().items() if v not in (None, "", [])},
-                                    ensure_ascii=False))
-        return 0
-    if args.action == "export":
-        saved = _find(store, args.run)
-        if saved is None:
+        except ImportRefused as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        text = export_run(saved, store.records(saved.id))
-        if args.output:
-            args.output.write_text(text)
-            print(f"wrote {args.output}", file=sys.stderr)
-        else:
-            print(text)
-        return 0
-    if args.action == "import":
-        for path in args.files:
-            try:
-                ids = import_export(store, path.read_text(encoding="utf-8"), str(path))
-            except (OSError, UnicodeDecodeError) as exc:
-                print(f"error: {path}: cannot be read ({exc})", file=sys.stderr)
-                return 2
-            except ImportRefused as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2
-            print(f"imported {path}: {', '.join(ids)}")
-        return 0
-    if args.action == "rename":
-        target = _find(store, args.run)
-        if target is None:
-            return 2
-        if not store.mine(target):
-            return _not_yours(store, target)
-        if not store.rename(target.id, args.label):
-            print(f"error: {target.id} was not renamed: {store.problem}", file=sys.stderr)
-            return 1
-        print(f"renamed {target.id}: {args.label}")
-        return 0
+        print(f"imported {path}: {', '.join(ids)}")
+    return 0
+
+
+def _rename(store: RunStore, args: argparse.Namespace) -> int:
+    target = _find(store, args.run)
+    if target is None:
+        return 2
+    if not store.mine(target):
+        return _not_yours(store, target)
+    if not store.rename(target.id, args.label):
+        print(f"error: {target.id} was not renamed: {store.problem}", file=sys.stderr)
+        return 1
+    print(f"renamed {target.id}: {args.label}")
+    return 0
+
+
+def _delete(store: RunStore, args: argparse.Namespace) -> int:
     found = [_find(store, name) for name in args.runs]
     if any(saved is None for saved in found):
         return 2  # nothing deleted when one name is wrong
@@ -139,3 +148,10 @@ def _not_yours(store: RunStore, saved: SavedRun) -> int:
     print(f"error: {saved.id} is {saved.author or 'nobody'}'s run; on a team's store only its author renames or "
           f"deletes it (you are {store.author!r}: set PREFILL_LAB_AUTHOR to change that)", file=sys.stderr)
     return 2
+
+
+ACTIONS = {"list": _list, "show": _show, "export": _export, "import": _import, "rename": _rename, "delete": _delete}
+
+
+def run(args: argparse.Namespace) -> int:
+    return ACTIONS[args.action](open_for_cli(), args)

@@ -60,7 +60,8 @@ def target_from_args(args: argparse.Namespace, stack: ExitStack, slots: int = 1)
         raise SystemExit(f"--preset {preset.name} is a {preset.backend} backend, not {name}")
     spec = BACKENDS[name]
     if spec.needs == ENGINE:
-        return engine_target(stack, getattr(args, "context", DEFAULT_CONTEXT), slots)
+        return engine_target(stack, getattr(args, "context", DEFAULT_CONTEXT), slots, on_start=lambda: print(
+            "Starting the embedded llama-server...", file=sys.stderr))
     if spec.needs != API:
         return Target(name, url=args.url or DEFAULT_LLAMA_URL)
     base_url = args.url or (preset.base_url if preset else "")

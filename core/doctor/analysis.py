@@ -178,8 +178,10 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
                         list(transcript.notes))
     for index, (current, cur_round) in enumerate(zip(rendered, transcript.rounds, strict=True)):
         tokens = counter.count(current.text)
-        finding = RoundFinding(index + 1, False, causes.NONE, None, None, None, 0, 0, tokens, tokens, tokens, 0.0,
-                               counter.exact, cur_round.format)
+        finding = RoundFinding(round=index + 1, breaks_cache=False, cause=causes.NONE, message_index=None, field=None,
+                               first_diff_char=None, common_prefix_chars=0, common_prefix_tokens=0,
+                               prompt_tokens=tokens, recomputed_tokens=tokens, append_only_recomputed_tokens=tokens,
+                               cacheable_fraction=0.0, tokens_exact=counter.exact, format=cur_round.format)
         parent = index - 1 if index else None
         if parent is not None:
             common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent], cur_round,
@@ -194,16 +196,8 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
                 breaks, cause = False, causes.NEW_CONVERSATION
         analysis.parents.append(parent)
         if parent is not None:
-            common_tokens = min(counter.count(current.text[:common]), tokens) if common else 0
-            last = cur_round.messages[-1].text() if cur_round.messages else ""
-            append_only = max(tokens - findings[parent].prompt_tokens, counter.count(last))
-            diff = common if span is not None else None
-            finding = RoundFinding(
-                index + 1, breaks, cause, span.message_index if span else None, span.field if span else None, diff,
-                common, common_tokens, tokens, max(tokens - common_tokens, 0), min(append_only, tokens),
-                round(common_tokens / tokens, 4) if tokens else 0.0, counter.exact, cur_round.format,
-                old_snippet=snippet(previous.text, diff) if diff is not None else "",
-                new_snippet=snippet(current.text, diff) if diff is not None else "")
+            finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter,
+                               (common, breaks, cause, span))
         findings.append(finding)
         finding.compared_with = parent + 1 if parent is not None else None
         rule = rule_for(cur_round)
@@ -225,8 +219,46 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
                 finding.diagnosis_agrees = cur_round.diagnosis.section == doctor_section(finding, cur_round)
     if backend is not None:  # a llama-server: breaks its chat template makes in a body that kept its prefix
         parents = [f.compared_with for f in findings]
-        template.mark_rewrites(analysis, template.check(transcript, backend, parents))
+        mark_rewrites(analysis, template.check(transcript, backend, parents))
     return analysis
+
+
+def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, current: Rendered, cur_round: Round,
+             counter: TokenCounter, compared: tuple[int, bool, str, Any]) -> RoundFinding:
+    """A round's finding against the earlier round it continues: ``compared`` is what `_compare` found."""
+    common, breaks, cause, span = compared
+    tokens = alone.prompt_tokens
+    common_tokens = min(counter.count(current.text[:common]), tokens) if common else 0
+    last = cur_round.messages[-1].text() if cur_round.messages else ""
+    append_only = max(tokens - parent.prompt_tokens, counter.count(last))
+    diff = common if span is not None else None
+    return dataclasses.replace(
+        alone, breaks_cache=breaks, cause=cause, message_index=span.message_index if span else None,
+        field=span.field if span else None, first_diff_char=diff, common_prefix_chars=common,
+        common_prefix_tokens=common_tokens, recomputed_tokens=max(tokens - common_tokens, 0),
+        append_only_recomputed_tokens=min(append_only, tokens),
+        cacheable_fraction=round(common_tokens / tokens, 4) if tokens else 0.0,
+        old_snippet=snippet(previous.text, diff) if diff is not None else "",
+        new_snippet=snippet(current.text, diff) if diff is not None else "")
+
+
+def mark_rewrites(analysis: Analysis, result: template.TemplateCheck) -> None:
+    """Name the template as the cause of each round where it rewrote an earlier turn, with exact tokens."""
+    for row in result.rewrites:
+        finding = analysis.findings[row.round - 1]
+        previous = result.rounds[(row.compared_with or row.round - 1) - 1]
+        common = row.common_tokens or 0
+        at = row.first_diff_char or 0
+        finding.breaks_cache, finding.cause = True, causes.TEMPLATE_REWROTE
+        finding.message_index, finding.field, finding.first_diff_char = row.rewrote_message, row.field, at
+        finding.prompt_tokens, finding.common_prefix_tokens = row.tokens, common
+        finding.recomputed_tokens = row.tokens - common
+        finding.cacheable_fraction = round(common / row.tokens, 4) if row.tokens else 0.0
+        finding.old_snippet, finding.new_snippet = snippet(previous.text, at), snippet(row.text, at)
+        analysis.notes.append(f"round {row.round}: the chat template rewrote turn {row.rewrote_message} "
+                              f"({row.field}) although the body only appended; {finding.recomputed_tokens:,} tokens "
+                              "are recomputed")
+    analysis.notes += [row.error for row in result.rounds if row.error]
 
 
 def _parent(rendered: list[Rendered], index: int) -> int:

@@ -30,17 +30,14 @@ import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from core.backends import LlamaServerBackend
-from core.doctor.causes import TEMPLATE_REWROTE, common_prefix_length
+from core.doctor.causes import common_prefix_length
 from core.doctor.model import CHAT, Round, Transcript
 from core.doctor.render import serialize
-
-if TYPE_CHECKING:
-    from core.doctor.analysis import Analysis
 
 
 @dataclass
@@ -178,23 +175,3 @@ def check(transcript: Transcript, backend: Any, parents: Sequence[int | None] | 
         out.append(row)
         tokens.append(ids)
     return TemplateCheck(out, with_tools)
-
-
-def mark_rewrites(analysis: Analysis, result: TemplateCheck) -> None:
-    """Name the template as the cause of each round where it rewrote an earlier turn, with exact tokens."""
-    from core.doctor.analysis import snippet  # analysis calls this module: imported when first used
-    for row in result.rewrites:
-        finding = analysis.findings[row.round - 1]
-        previous = result.rounds[(row.compared_with or row.round - 1) - 1]
-        common = row.common_tokens or 0
-        at = row.first_diff_char or 0
-        finding.breaks_cache, finding.cause = True, TEMPLATE_REWROTE
-        finding.message_index, finding.field, finding.first_diff_char = row.rewrote_message, row.field, at
-        finding.prompt_tokens, finding.common_prefix_tokens = row.tokens, common
-        finding.recomputed_tokens = row.tokens - common
-        finding.cacheable_fraction = round(common / row.tokens, 4) if row.tokens else 0.0
-        finding.old_snippet, finding.new_snippet = snippet(previous.text, at), snippet(row.text, at)
-        analysis.notes.append(f"round {row.round}: the chat template rewrote turn {row.rewrote_message} "
-                              f"({row.field}) although the body only appended; {finding.recomputed_tokens:,} tokens "
-                              "are recomputed")
-    analysis.notes += [row.error for row in result.rounds if row.error]

@@ -16,15 +16,18 @@ import httpx
 import streamlit as st
 
 from core.backends import API, BACKENDS, ENGINE
+from core.charts.roofline import Marked
 from core.engine.choice import EngineError, find_model
 from core.experiments import batch, input_length, output_length, roofline
 from core.experiments.batch import BatchLevel
-from core.experiments.phases import batch_of, decode_of, prefill_of, probe_phases
+from core.experiments.phases import CHAPTER_MODEL, batch_of, chapter_points, decode_of, prefill_of, probe_phases
 from core.experiments.roofline import RooflineRecord
 from core.records import RoundResult
 from core.roofline import peaks
 from core.roofline.arithmetic import (
+    DECODE,
     MIN_SHOWABLE_GAIN,
+    PREFILL,
     RATIO_SPREAD,
     Measurement,
     PhasePoint,
@@ -32,7 +35,7 @@ from core.roofline.arithmetic import (
     place,
     predict,
 )
-from core.roofline.hardware import ACCELERATORS
+from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
 from core.roofline.model import ModelFacts, from_gguf, from_server, from_user
 from core.roofline.peaks import Roof
 from ui.runs.history import measured, rows_of
@@ -121,6 +124,30 @@ def points_table(points: Sequence[PhasePoint]) -> list[dict[str, object]]:
     return [{"phase": p.measurement.phase, "run": p.measurement.label, "N": p.measurement.streams,
              "tokens/s": round(p.measurement.tps, 1), "FLOP/s": p.flops_per_s, "bytes/s": p.bytes_per_s,
              "FLOP/byte": round(p.intensity, 2), "MFU": p.mfu, "MBU": p.mbu, "bound": p.bound_by} for p in points]
+
+
+def chart_marks(t: Texts, roof: Roof | None, model: ModelFacts | None
+                ) -> tuple[list[Roof], list[Marked], list[PhasePoint], ModelFacts]:
+    """The roofline chart's roofs and marks: this machine with this session's phases, the chapter's Mac Studio
+    with its measured phases, a datacenter GPU with the bounds for this model (hollow). Also this machine's points
+    (for the table) and the model the GPU's bounds are for."""
+    mac, gpu = ACCELERATORS[MAC_STUDIO], ACCELERATORS[DATACENTER]
+    roofs, marks, mine = [], [], []
+    if roof is not None and model is not None:
+        mine = session_points(roof, model)
+        roofs.append(roof)
+        marks += [Marked(roof.machine, p) for p in mine]
+    if roof is not mac:
+        roofs.append(mac)
+    marks += [Marked(mac.machine, place(mac, CHAPTER_MODEL, m)) for m in chapter_points(t("roofline.mac_label"))]
+    if roof is not gpu:
+        roofs.append(gpu)
+    gpu_model, gpu_label = model or CHAPTER_MODEL, t("roofline.gpu_label")
+    for phase, context, prompt in ((PREFILL, 250.0, 500), (DECODE, 500.0, None)):
+        bound = place(gpu, gpu_model, Measurement(phase, gpu_label, 1.0, context, prompt_tokens=prompt))
+        marks.append(Marked(gpu.machine, place(gpu, gpu_model, Measurement(
+            phase, gpu_label, bound.bound_tps, context, prompt_tokens=prompt)), measured=False))
+    return roofs, marks, mine, gpu_model
 
 
 def show_prediction(t: Texts, experiment: str) -> None:

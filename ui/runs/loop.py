@@ -16,6 +16,8 @@ while the worker waits, never during a timed request.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import streamlit as st
 
@@ -78,6 +80,20 @@ def redraw_due(since_last_s: float, last_cost_s: float) -> bool:
     return since_last_s >= last_cost_s
 
 
+def _draw_rounds(t: Texts, run: BackgroundRun, snap: Snapshot, draw: DrawRuns, records: Records,
+                 compare: Sequence[RunView[Any]]) -> None:
+    """The page's metrics, charts and verdict over this run and the compared ones, then the table of records."""
+    draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+    busy_note(t, run.settings.get("cpu"))
+    st.subheader(t("common.table"))
+    st.dataframe(
+        records.table(snap.rows),
+        hide_index=True,
+        key=f"table-{run.run_id}-{snap.version}",
+        column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS},
+    )
+
+
 def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records: Records = ROUNDS) -> None:
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
     t = texts()
@@ -119,15 +135,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
                 shown_rows, shown_status = len(snap.rows), snap.status
                 started = time.perf_counter()
                 with body.container():  # draw functions keep one layout in every state: nothing goes stale
-                    draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
-                    busy_note(t, run.settings.get("cpu"))
-                    st.subheader(t("common.table"))
-                    st.dataframe(
-                        records.table(snap.rows),
-                        hide_index=True,
-                        key=f"table-{run.run_id}-{snap.version}",
-                        column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS},
-                    )
+                    _draw_rounds(t, run, snap, draw, records, compare)
                 drawn_at = time.perf_counter()
                 draw_cost = drawn_at - started
                 run.drawn()

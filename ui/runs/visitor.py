@@ -25,8 +25,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from core.backends.connect import Connection
-from core.experiments.base import Plan
-from core.hosting import Ledger, Spend, TokenLedger, log_run, spent_tokens
+from core.hosting import Ledger, TokenLedger, log_run
+from core.runs.admission import Admission
 from core.runs.runner import QUEUE, STOPPED, BackgroundRun, Line
 from core.store import ENV, MEMORY, default_location
 from core.store.leases import LeaseLine
@@ -135,13 +135,11 @@ def free_uploads_when_gone() -> None:
         upload_janitor().watch(sid)
 
 
-def finish_run(run: BackgroundRun, conn: Connection, plan: Plan, budgets: Ledger, spend: Spend | None,
-               whose_key: str) -> None:
-    """In the run's worker once it ends: close its connection, charge what it sent, log one line for the operator."""
+def finish_run(run: BackgroundRun, conn: Connection, admission: Admission, whose_key: str) -> None:
+    """In the run's worker once it ends: close its connection, charge what it sent (`Admission.settle`), log one
+    line for the operator."""
     conn.close()
-    tokens = spent_tokens(run.rows, plan.tokens, plan.steps)
-    if spend is not None:
-        budgets.settle(spend, tokens)
+    tokens = admission.settle(run.rows)
     outcome = run.ended_because if run.ended_because and run.status == STOPPED else run.status
     log_run(run.experiment, conn.name, str(conn.info.get("model") or conn.backend.model), conn.backend.base_url,
             whose_key, run.visitor, tokens, outcome, run.seconds, len(run.rows))

@@ -143,6 +143,15 @@ def _rounds(spec: Experiment, settings: Any, run: RunContext) -> Iterator[Record
     return spec.rounds(run, settings)
 
 
+def unsaved(store: RunStore | None) -> bool:
+    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
+    if store is None or not store.unsaved or store.flush():
+        return False
+    print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
+          f"{store.failing}. Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)
+    return True
+
+
 def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
             records: dict[str, list[Record]]) -> None:
     """Each experiment's summary lines, over every record of the run (experiment 2 relates 1's too); --json, --csv."""

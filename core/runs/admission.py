@@ -15,7 +15,7 @@ from typing import Any
 from core.backends import API, BACKENDS
 from core.backends.connect import Target
 from core.experiments.base import Plan
-from core.hosting import HostedSettings, Spend, TokenLedger, check_base_url, spent_tokens
+from core.hosting import HostedSettings, Ledger, Spend, check_base_url, spent_tokens
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Admission:
     """A run let in: the tokens it reserved (none on the visitor's own key or a local install), settled once."""
 
     plan: Plan
-    budgets: TokenLedger
+    budgets: Ledger  # `core.hosting.TokenLedger` in one process, `core.store.ledger.StoreLedger` in the store
     spend: Spend | None = None
     settled: bool = False
 
@@ -37,7 +37,7 @@ class Admission:
 
 
 def admit(plan: Plan, target: Target, visitor: str, whose_key: str, settings: HostedSettings,
-          budgets: TokenLedger) -> Admission:
+          budgets: Ledger) -> Admission:
     """Let a run in, or raise `core.hosting.Refused` saying which limit it meets. ``whose_key`` is ``typed`` for
     the visitor's own key, whose runs spend none of the operator's budgets."""
     settings.check_run(plan.requests, plan.tokens)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from core.store.engine import Database, DatabaseError, Migration
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATE_LOCK = "prefill-lab: migrate"
 
 MIGRATIONS: dict[int, Migration] = {
@@ -52,6 +52,25 @@ CREATE TABLE rounds (
 """,
     2: """
 ALTER TABLE runs ADD COLUMN author TEXT NOT NULL DEFAULT '';  -- who measured it, on a team's store ('' alone)
+""",
+    3: """
+CREATE TABLE budget_spends (            -- the hosted demo's operator key: one row per run on it (core.store.ledger)
+    id TEXT PRIMARY KEY,
+    visitor TEXT NOT NULL,              -- the browser's hash, as in the operator's log; never a cookie or address
+    tokens BIGINT NOT NULL,             -- the estimate while the run goes, what it sent once settled
+    reserved_at DOUBLE PRECISION NOT NULL,
+    settled INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX budget_spends_by_time ON budget_spends (reserved_at);
+CREATE INDEX budget_spends_by_visitor ON budget_spends (visitor, reserved_at);
+CREATE TABLE run_leases (               -- a running or waiting hosted run's place (core.store.leases)
+    run_id TEXT PRIMARY KEY,            -- the saved run's id
+    arrival BIGINT NOT NULL,            -- its place in the one line of every replica
+    visitor TEXT NOT NULL,
+    replica TEXT NOT NULL,              -- host:pid of the replica running it
+    state TEXT NOT NULL,                -- waiting | running
+    heartbeat DOUBLE PRECISION NOT NULL -- renewed by its replica; older than the lease time: the replica is gone
+);
 """,
 }
 

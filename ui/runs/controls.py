@@ -23,7 +23,7 @@ from ui.runs.saved import (
     latest_saved,
     start_saving,
 )
-from ui.runs.visitor import finish_run, ledger, page_alive_probe, visitor_id
+from ui.runs.visitor import finish_run, ledger, line, page_alive_probe, visitor_id
 from ui.session import hosted
 from ui.sidebar.target import connect, current_target, key_source
 from ui.text import texts
@@ -85,7 +85,7 @@ def _start(plan: ExperimentPlan, conn: Connection, source: Source, target: Targe
         run = BackgroundRun(plan.experiment, run_settings, rows, connection=conn, lock_key=target.lock_key(),
                             planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
-                            visitor=visitor, busy_slots=conn.busy_slots)
+                            visitor=visitor, busy_slots=conn.busy_slots, line=line())
         run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor, settings.max_waiting_runs)
     except Refused as exc:
         forget(run_id)

@@ -41,7 +41,9 @@ def measured_chart(findings: Sequence[dict[str, Any]], t: Words) -> alt.Chart:
     return alt.Chart(pd.DataFrame(rows)).mark_bar().encode(
         x=alt.X("round:O", title=t("cache.x"), axis=alt.Axis(labelAngle=0)),
         xOffset="series:N",
-        y=alt.Y("tokens:Q", title=t("cache.y_tokens")),
+        # whole tokens on the axis, and a domain up to 1 where every count is 0 (else Vega labels it 0.000000)
+        y=alt.Y("tokens:Q", title=t("cache.y_tokens"), axis=alt.Axis(format=",d", tickMinStep=1),
+                scale=alt.Scale(domainMin=0, domainMax=max([1] + [r["tokens"] or 0 for r in rows]))),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=[measured, predicted], range=[CACHE_HIT, SERIES[0]])),
         tooltip=["round", "series", alt.Tooltip("tokens:Q", format=",")],

@@ -92,8 +92,7 @@ def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
 def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, provider: str | None) -> None:
     first = analysis.first_break
     if first:
-        where = "the tool list" if first.message_index is None else f"message {first.message_index}"
-        print(f"The cache first breaks in round {first.round}: {first.cause} in {where} ({first.field}) "
+        print(f"The cache first breaks in round {first.round}: {first.cause} in {doctor.where(first)} ({first.field}) "
               f"at character {first.first_diff_char}.")
     elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
         print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
@@ -102,9 +101,13 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
         print(f"No break among the {len(analysis.findings)} rounds read; {len(transcript.errors)} lines could not "
               "be read and were not checked.")
     else:
-        print("No round breaks the cache: every round extends the previous one.")
+        print(_no_break(analysis))
+    for f in analysis.findings:
+        _print_cost(f, analysis)
     totals = analysis.totals()
-    print(f"Recomputed in all: {totals['recomputed']:,} tokens; an append-only version: {totals['append_only']:,}.")
+    unseen = sum(1 for f in analysis.findings if f.not_compared)
+    print(f"Recomputed in all: {totals['recomputed']:,} tokens; an append-only version: {totals['append_only']:,}"
+          + (f" ({unseen} rounds not compared are left out)." if unseen else "."))
     name = provider or Counter(f.provider for f in analysis.findings).most_common(1)[0][0]
     rule = doctor.BILLING_RULES[name]
     rows = doctor.billing(analysis, rule)
@@ -116,6 +119,41 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
             print(f"breakpoint audit: round {item.round}, {item.where} ({item.tokens:,} tokens, "
                   f"ttl {item.ttl or '-'}): {', '.join(item.issues)}")
     _print_provider_view(analysis)
+
+
+CONTINUATION = {doctor.NEW_CONVERSATION: "start another conversation (each keeps its own cache; only what they "
+                                          "share at the start can be read from the cache)",
+                doctor.FORMAT_CHANGED: "switch to another API format (two formats never share a cache)",
+                doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)"}
+
+
+def _no_break(analysis: doctor.Analysis) -> str:
+    """No round breaks the cache: said as it is, never "every round extends the previous one" when some
+    rounds started another conversation, switched format or could not be compared."""
+    counts = analysis.continuations()
+    others = {cause: n for cause, n in counts.items() if cause != doctor.NONE}
+    if not others:
+        return "No round breaks the cache: every round extends the previous one."
+    parts = [f"{counts[doctor.NONE]} extend the one before"] if counts.get(doctor.NONE) else []
+    parts += [f"{n} {CONTINUATION.get(cause, cause)}" for cause, n in sorted(others.items())]
+    if set(counts) == {doctor.NOT_COMPARED}:  # nothing was compared: no claim about breaks either way
+        return f"No round could be compared. From round 2: {'; '.join(parts)}."
+    return f"No round breaks the cache within a conversation. From round 2: {'; '.join(parts)}."
+
+
+def _print_cost(f: doctor.RoundFinding, analysis: doctor.Analysis) -> None:
+    """What a varying value early in the prompt, or a compaction, cost in this round."""
+    if f.cause == doctor.VARYING_PREFIX and f.breaks_cache:
+        print(f"round {f.round}: another conversation from the same prompt as round {f.compared_with}, but the value "
+              f"{f.old_value!r} became {f.new_value!r} in {doctor.where(f)}: "
+              f"{f.shareable_tokens:,} tokens after it that both share are recomputed with everything else "
+              f"({f.recomputed_tokens:,} in all). Move the value after the fixed part (into the first user message).")
+    if f.cause == doctor.HISTORY_COMPACTED:
+        print(f"round {f.round}: the history was compacted (a summary replaces it, on purpose): {f.lost_tokens:,} "
+              f"tokens of round {f.compared_with} are no longer read from the cache and {f.recomputed_tokens:,} are "
+              "recomputed.")
+    if f.not_compared:
+        print(f"round {f.round}: not compared: {f.not_compared}")
 
 
 UNEXPLAINED = {doctor.GAP_OVER_LIFETIME: "the time since the previous round exceeds the cache's lifetime",
@@ -183,7 +221,7 @@ def _failed(args: argparse.Namespace, results: Sequence[Result],
     if defects:
         name, f = defects[0]
         print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
-              f"in {'the tool list' if f.message_index is None else f'message {f.message_index}'} ({f.field})")
+              f"in {doctor.where(f)} ({f.field})")
         failed = True
     unread = [error for _, transcript in inputs for error in transcript.errors]
     if unread and not args.allow_unread:

@@ -17,7 +17,9 @@ from core.doctor.analysis import (
     BEFORE_LOG,
     BELOW_MINIMUM,
     END_TOLERANCE_TOKENS,
+    EXTENDS,
     GAP_OVER_LIFETIME,
+    NOT_COMPARED,
     NOT_PROMISED,
     PROVIDER_HIT_MORE,
     PROVIDER_MISSED,
@@ -27,12 +29,14 @@ from core.doctor.analysis import (
     RoundFinding,
     analyse,
     snippet,
+    where,
 )
 from core.doctor.audit import AuditItem, audit
 from core.doctor.causes import (
     CAUSES,
     END_OF_PROMPT,
     FORMAT_CHANGED,
+    HISTORY_COMPACTED,
     HISTORY_EDITED,
     HISTORY_TRUNCATED,
     IMAGE_REENCODED,
@@ -51,6 +55,7 @@ from core.doctor.causes import (
     TIMESTAMP,
     TOOL_ORDER,
     TOOLS_CHANGED,
+    VARYING_PREFIX,
     WHITESPACE,
     common_prefix_length,
 )
@@ -79,6 +84,7 @@ from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, sim
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
 
 __all__ = [
+    "EXTENDS", "HISTORY_COMPACTED", "NOT_COMPARED", "VARYING_PREFIX", "where",
     "BEFORE_LOG", "BELOW_MINIMUM", "FORMATS", "FORMAT_CHANGED", "GAP_OVER_LIFETIME", "NEW_CONVERSATION",
     "NOT_PROMISED", "ROUTING_CHANGED", "THINKING_DROPPED_BY_PROVIDER", "UNSEEN_TOKENS",
     "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",

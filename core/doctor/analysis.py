@@ -10,7 +10,9 @@ same tolerance.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import html
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -18,19 +20,35 @@ from core.backends.tokens import EstimatingTokenCounter, TokenCounter
 from core.doctor import causes, template
 from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.model import Round, Transcript
-from core.doctor.render import Rendered, can_use_template, render_with_template, serialize
+from core.doctor.render import Rendered, Span, can_use_template, render_with_template, serialize
 from core.doctor.rules import BillingRule, bill_round, rule_for
 
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
 AGREE, PROVIDER_MISSED, PROVIDER_HIT_MORE = "agree", "provider_missed", "provider_hit_more"
 BEFORE_LOG = "before_log"  # round 1 read a cache written by requests before the log: nothing to predict from
+NOT_COMPARED = "not_compared"  # a trace round that does not hold its whole prompt: no verdict, no cause
 UNSEEN_TOKENS = "unseen_tokens"  # the provider counted far more than the body shows: not comparable
 UNSEEN_FACTOR = 1.5  # measured prompt tokens beyond this multiple of the estimate: tokens the body does not show
 PARENT_LOOKBACK = 16  # earlier rounds a round may continue (an interleaved log of several agents)
 MAX_CALIBRATION = 3.0  # a log counting more than this many times the default estimate hides tokens in every round
+SAME_TEMPLATE = 0.8  # two heads this similar (by words, after their first difference) are one template with values
+TEMPLATE_VALUES = 3  # ... filled with at most this many different values (each may recur: "dog" thrice)
+TEMPLATE_WINDOW = 20_000  # characters of each head compared for `SAME_TEMPLATE` (bounds the time on huge tool lists)
+WORDS = re.compile(r"\w+|\s+|[^\w\s]")
 # why a provider may read less although the prefix is intact (content/*.toml under [unexplained])
 GAP_OVER_LIFETIME, BELOW_MINIMUM, ROUTING_CHANGED, NOT_PROMISED = (
     "gap_over_lifetime", "below_minimum", "routing_changed", "not_promised")
+
+
+EXTENDS = (causes.NONE, causes.END_OF_PROMPT, causes.THINKING_DROPPED_BY_PROVIDER)
+HEAD_PARTS = {"model": "the model", "params": "the request parameters", "tools": "the tool list"}
+
+
+def where(finding: RoundFinding) -> str:
+    """Where a break is, in words: a message, or the model, parameters or tools rendered before them."""
+    if finding.message_index is not None:
+        return f"message {finding.message_index}"
+    return HEAD_PARTS.get(finding.field or "tools", "the tool list")
 
 
 @dataclass
@@ -63,6 +81,11 @@ class RoundFinding:
     provider_section: str | None = None  # ... the part of the request it names (model, system, tools, ...)
     provider_missed_tokens: int | None = None
     diagnosis_agrees: bool | None = None  # the doctor's cause names the same part (None: nothing to compare)
+    lost_tokens: int | None = None  # tokens of the round it continues that this round no longer starts with
+    old_value: str | None = None  # varying_prefix: the value in the round it continues ...
+    new_value: str | None = None  # ... and in this one, where the two first differ
+    shareable_tokens: int | None = None  # varying_prefix: tokens both share after the value (cached if it moved)
+    not_compared: str | None = None  # why this round gets no verdict (a trace that does not hold the whole prompt)
     old_snippet: str = ""
     new_snippet: str = ""
 
@@ -88,6 +111,17 @@ class Analysis:
     @property
     def formats(self) -> list[str]:
         return sorted({f.format for f in self.findings})
+
+    def continuations(self) -> dict[str, int]:
+        """From round 2 on, how each round that does not break the cache relates to the one it continues: it
+        extends it (``none``: also a change at the very end only, or reasoning its provider drops itself), or
+        its cause (another conversation, a change of format, history on the server, not compared)."""
+        counts: dict[str, int] = {}
+        for f in self.findings[1:]:
+            if not f.breaks_cache:
+                key = "none" if f.cause in EXTENDS else f.cause
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def totals(self) -> dict[str, int]:
         return {"recomputed": sum(f.recomputed_tokens for f in self.findings),
@@ -158,12 +192,22 @@ def _compare(previous: Rendered, current: Rendered, prev_round: Round, cur_round
     in_last = span_prev is not None and span_prev.message_index == last and span_prev.field != "role"
     in_last = in_last or (span_prev is not None and span_prev.field == "template" and common >= last_start)
     whole_prompts = len(prev_round.messages) == 1 and not prev_round.tools
-    if (in_last or whole_prompts) and counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS:
+    head = _head_span(span_prev, span_cur)  # model, parameters, tools: keyed, never a tail edit
+    if causes.compacted(prev_round, cur_round):  # a compaction replaced the history: never a tail edit either
+        return common, True, causes.HISTORY_COMPACTED, span_cur or span_prev
+    if head is None and (in_last or whole_prompts) and counter.count(previous.text[common:]) <= END_TOLERANCE_TOKENS:
         return common, False, causes.END_OF_PROMPT, span_cur or span_prev
     cause = causes.classify(prev_round, cur_round, previous, current, span_prev, span_cur)
     if cause == causes.THINKING_STRIPPED and rule_for(cur_round).drops_earlier_thinking(cur_round.model):
         return common, False, causes.THINKING_DROPPED_BY_PROVIDER, span_cur or span_prev
-    return common, True, cause, span_cur or span_prev
+    return common, True, cause, head or span_cur or span_prev
+
+
+def _head_span(span_prev: Span | None, span_cur: Span | None) -> Span | None:
+    """The span in the model, parameters or tools where either round's first difference falls: a tool list
+    removed shows in the new round as its first message, yet the change is at the tools."""
+    return next((s for s in (span_prev, span_cur) if s is not None and s.message_index is None
+                 and s.field in causes.HEAD_FIELDS), None)
 
 
 def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend: Any = None) -> Analysis:
@@ -182,22 +226,20 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
                                first_diff_char=None, common_prefix_chars=0, common_prefix_tokens=0,
                                prompt_tokens=tokens, recomputed_tokens=tokens, append_only_recomputed_tokens=tokens,
                                cacheable_fraction=0.0, tokens_exact=counter.exact, format=cur_round.format)
+        gap = _gap(transcript.rounds, index)
+        if gap is not None:  # the input does not hold this round (or the one before) whole: named, no verdict
+            findings.append(_not_compared(finding, gap, cur_round))
+            analysis.parents.append(None)
+            continue
         parent = index - 1 if index else None
         if parent is not None:
-            common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent], cur_round,
-                                                   counter)
-            better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
-            if better != parent:
-                parent = better
-                common, breaks, cause, span = _compare(rendered[parent], current, transcript.rounds[parent],
-                                                       cur_round, counter)
-            previous, prev_round = rendered[parent], transcript.rounds[parent]
-            if breaks and _unrelated(prev_round, cur_round, previous, current, span):
-                breaks, cause = False, causes.NEW_CONVERSATION
+            parent, compared, varying = _continues(transcript.rounds, rendered, index, counter)
         analysis.parents.append(parent)
         if parent is not None:
-            finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter,
-                               (common, breaks, cause, span))
+            finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter, compared)
+            if varying is not None:
+                finding.old_value, finding.new_value = varying[0], varying[1]
+                finding.shareable_tokens = counter.count(varying[2])
         findings.append(finding)
         finding.compared_with = parent + 1 if parent is not None else None
         rule = rule_for(cur_round)
@@ -223,6 +265,43 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
     return analysis
 
 
+def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counter: TokenCounter
+               ) -> tuple[int, tuple[int, bool, str, Any], tuple[str, str, str] | None]:
+    """The earlier round that round ``index`` continues (the one before, else `_parent` where that one breaks),
+    what `_compare` found against it, and for another conversation built from the same prompt, the value that
+    changes early in it (`_varying_prefix`); another agent's or task's round is `NEW_CONVERSATION`."""
+    parent, current, cur_round = index - 1, rendered[index], rounds[index]
+    common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
+    better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
+    if better != parent:
+        parent = better
+        common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
+    previous, prev_round = rendered[parent], rounds[parent]
+    varying = None
+    if breaks and cause != causes.HISTORY_COMPACTED and not _shares_turn(prev_round, cur_round):
+        varying = _varying_prefix(prev_round, cur_round, previous, current, span)
+        if varying is None and _unrelated(prev_round, cur_round, previous, current, span):
+            breaks, cause = False, causes.NEW_CONVERSATION
+        elif varying is not None and cause not in (causes.TIMESTAMP, causes.RANDOM_ID):
+            cause = causes.VARYING_PREFIX
+    return parent, (common, breaks, cause, span), varying
+
+
+def _gap(rounds: list[Round], index: int) -> str | None:
+    """Why round ``index`` cannot be compared: what its input lacks, or what the round before it lacks."""
+    if rounds[index].gap:
+        return rounds[index].gap
+    if index and rounds[index - 1].gap:
+        return f"the round before it is not whole ({rounds[index - 1].gap})"
+    return None
+
+
+def _not_compared(finding: RoundFinding, gap: str, round_: Round) -> RoundFinding:
+    """A round the input does not hold whole: its reason, no tokens, no cause and no verdict."""
+    return dataclasses.replace(finding, cause=NOT_COMPARED, not_compared=gap, prompt_tokens=0, recomputed_tokens=0,
+                               append_only_recomputed_tokens=0, provider=rule_for(round_).name)
+
+
 def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, current: Rendered, cur_round: Round,
              counter: TokenCounter, compared: tuple[int, bool, str, Any]) -> RoundFinding:
     """A round's finding against the earlier round it continues: ``compared`` is what `_compare` found."""
@@ -238,6 +317,7 @@ def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, curr
         common_prefix_tokens=common_tokens, recomputed_tokens=max(tokens - common_tokens, 0),
         append_only_recomputed_tokens=min(append_only, tokens),
         cacheable_fraction=round(common_tokens / tokens, 4) if tokens else 0.0,
+        lost_tokens=max(parent.prompt_tokens - common_tokens, 0),
         old_snippet=snippet(previous.text, diff) if diff is not None else "",
         new_snippet=snippet(current.text, diff) if diff is not None else "")
 
@@ -275,6 +355,46 @@ def _head(rendered: Rendered, round_: Round) -> str:
     first = next((i for i, m in enumerate(round_.messages) if m.role not in causes.SYSTEM_ROLES), None)
     starts = rendered.message_starts
     return rendered.text[:starts[first]] if first is not None and first < len(starts) else rendered.text
+
+
+def _shares_turn(parent: Round, current: Round) -> bool:
+    """Whether the two rounds share a message after the system prompt (then they are one conversation)."""
+    keys = {m.key() for m in parent.messages if m.role not in causes.SYSTEM_ROLES}
+    return bool(keys & {m.key() for m in current.messages if m.role not in causes.SYSTEM_ROLES})
+
+
+def _varying_prefix(parent: Round, current: Round, old: Rendered, new: Rendered,
+                    span: Any) -> tuple[str, str, str] | None:
+    """Another conversation built from the same prompt with a value that changes early in it (crewAI's
+    kickoff_for_each puts each input into the agent's role): the first difference lies before the first
+    message after the system prompt, and the heads (model, tools, system prompt) after it are the same
+    template (`SAME_TEMPLATE` of their words match, and every difference is one of `TEMPLATE_VALUES` values
+    replaced: two agents with their own roles and backstories are two prompts, not one template). Returns the
+    value in each round (the words where they first differ) and the text both share after it, else None."""
+    first = next((i for i, m in enumerate(current.messages) if m.role not in causes.SYSTEM_ROLES),
+                 len(current.messages))
+    at = span.message_index if span is not None else None
+    if at is not None and at >= first:
+        return None
+    head_old, head_new = _head(old, parent), _head(new, current)
+    start = causes.common_prefix_length(head_old, head_new)
+    if start >= min(len(head_old), len(head_new)):
+        return None
+    lo = start - len(re.findall(r"\w*$", head_old[:start])[0])  # back to the start of the word
+    words_old = WORDS.findall(head_old[lo:lo + TEMPLATE_WINDOW])
+    words_new = WORDS.findall(head_new[lo:lo + TEMPLATE_WINDOW])
+    matcher = difflib.SequenceMatcher(None, words_old, words_new, autojunk=False)
+    changes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    values = {("".join(words_old[i1:i2]).strip(), "".join(words_new[j1:j2]).strip()) for _, i1, i2, j1, j2 in changes}
+    if matcher.ratio() < SAME_TEMPLATE or len(values) > TEMPLATE_VALUES:
+        return None
+    _, i1, i2, j1, j2 = changes[0]
+    while (i1 == i2 or j1 == j2) and i1 and j1:  # an insertion or deletion: shown with the word before it
+        i1, j1 = i1 - 1, j1 - 1
+        if not words_old[i1].isspace() and words_old[i1] == words_new[j1] and words_old[i1][0].isalnum():
+            break
+    shared = "".join("".join(words_new[b.b:b.b + b.size]) for b in matcher.get_matching_blocks() if b.b >= j2)
+    return "".join(words_old[i1:i2]).strip(), "".join(words_new[j1:j2]).strip(), shared
 
 
 def _unrelated(parent: Round, current: Round, old: Rendered, new: Rendered, span: Any) -> bool:

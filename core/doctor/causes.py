@@ -26,13 +26,15 @@ SERVER_HISTORY = "server_history"
 TEMPLATE_REWROTE = "template_rewrote"  # found by `core.doctor.template` on a llama-server, not from the body
 END_OF_PROMPT = "end_of_prompt"
 NEW_CONVERSATION = "new_conversation"  # another agent's or task's request: its own cache, not a break
+VARYING_PREFIX = "varying_prefix"  # another conversation from the same prompt, lost early to a value that changes
+HISTORY_COMPACTED = "history_compacted"  # the history replaced by a summary (a compaction item), on purpose
 FORMAT_CHANGED = "format_changed"  # the log switches format between two rounds: a mix, not a cache break
 THINKING_DROPPED_BY_PROVIDER = "thinking_dropped_by_provider"  # the provider drops earlier thinking itself
 OTHER = "other"
 NONE = "none"
 CAUSES = (MODEL_CHANGED, PARAMS_CHANGED, TOOLS_CHANGED, TOOL_ORDER, JSON_KEY_ORDER, WHITESPACE, THINKING_STRIPPED,
           IMAGE_REENCODED, TIMESTAMP, RANDOM_ID, HISTORY_TRUNCATED, HISTORY_EDITED, SYSTEM_PROMPT_CHANGED,
-          TEMPLATE_REWROTE, OTHER)
+          TEMPLATE_REWROTE, VARYING_PREFIX, HISTORY_COMPACTED, OTHER)
 
 TIMESTAMP_PATTERN = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]?\d{0,2}:?\d{0,2}:?\d{0,2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
@@ -44,19 +46,25 @@ RANDOM_ID_PATTERN = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
     r"|\b[0-9a-fA-F]{12,}\b|\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{16,}\b")
 SYSTEM_ROLES = ("system", "developer")
+COMPACTION = "compaction"  # the block field of a Responses compaction item or an Anthropic compaction block
+HEAD_FIELDS = ("model", "params", "tools")  # parts rendered before the messages: a change there is never a tail edit
 THINK_BLOCK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>\s*", re.S)
 
 
-def common_prefix_length(a: str, b: str, block: int = 4096) -> int:
-    """Length of the common prefix, comparing blocks in C before characters in Python."""
+def common_prefix_length(a: str, b: str) -> int:
+    """Length of the common prefix: equal slices are compared in C, halving the range where they differ, so a
+    long prompt costs a few comparisons of memory, never a Python loop over its characters."""
     limit = min(len(a), len(b))
-    start = 0
-    while start < limit and a[start:start + block] == b[start:start + block]:
-        start += block
-    end = min(start + block, limit)
-    while start < end and a[start] == b[start]:
-        start += 1
-    return min(start, limit)
+    if a[:limit] == b[:limit]:
+        return limit
+    lo, hi = 0, limit  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _diff_window(old: str, new: str, radius: int = 24) -> tuple[str, str, int]:
@@ -94,6 +102,13 @@ def _tools_cause(prev: Round, cur: Round) -> str:
     return TOOLS_CHANGED
 
 
+def compacted(prev: Round, cur: Round, index: int = 0) -> bool:
+    """Whether the round holds, from message ``index`` on, a compaction (a summary the provider wrote to replace
+    the history) that the previous round did not: the conversation compacted its history on purpose."""
+    old = {b.text for m in prev.messages for b in m.blocks if b.field == COMPACTION}
+    return any(b.field == COMPACTION and b.text not in old for m in cur.messages[index:] for b in m.blocks)
+
+
 def classify(prev: Round, cur: Round, old: Rendered, new: Rendered, span_prev: Span | None,
              span_cur: Span | None) -> str:
     """Why two rounds differ where they first differ."""
@@ -110,6 +125,8 @@ def classify(prev: Round, cur: Round, old: Rendered, new: Rendered, span_prev: S
         return HISTORY_TRUNCATED if index is None and len(cur.messages) < len(prev.messages) else OTHER
     if index >= len(cur.messages):
         return HISTORY_TRUNCATED
+    if compacted(prev, cur, index):
+        return HISTORY_COMPACTED
     role = prev.messages[index].role
     # a message dropped or summarised: later old messages reappear further up in the new round
     later_old = {m.key() for m in prev.messages[index + 1:]}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.backends.usage import find_usage, read_timings, read_usage
+from core.doctor import traces
 from core.doctor.diagnostics import provider_diagnosis
 from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
@@ -54,9 +55,11 @@ def measured(response: Any) -> tuple[Measured | None, list[str]]:
         found = found or [("usage", response)]  # a bare usage object
     where, data = found[0]
     usage = read_usage(data, "response." + where)
-    details = any(isinstance(data.get(d), Mapping) for d in ("prompt_tokens_details", "input_tokens_details"))
-    if usage.cached_tokens is None and details and usage.prompt_tokens is not None:
+    details = [data[d] for d in ("prompt_tokens_details", "input_tokens_details") if isinstance(data.get(d), Mapping)]
+    if (usage.cached_tokens is None and details and usage.prompt_tokens is not None
+            and all(d.get("cached_tokens") is None for d in details)):
         usage.cached_tokens, usage.source = 0, "cached_tokens"  # the details say nothing was cached
+    # a cached count that is there but unreadable ("1152", [1152]) is unknown, never 0: no verdict is made from it
     timings = response.get("timings")
     if usage.cached_tokens is None and isinstance(timings, Mapping) and "cache_n" in timings:
         usage = read_timings(timings, "response.timings")
@@ -278,6 +281,12 @@ def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
         first = stripped.splitlines()[0][:80] if stripped else ""
         raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
                               f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
+    try:
+        trace = traces.read_text(text, name)
+    except traces.TraceError as exc:
+        raise TranscriptError(str(exc)) from None
+    if trace is not None:
+        return trace
     if stripped.startswith("["):
         return parse_json_array(text, name, fmt)
     if stripped.startswith("{"):

@@ -82,6 +82,7 @@ class Round:
     endpoint: str = ""  # the wrapper's URL or path, where the log has one (it names the provider)
     routing: dict[str, Any] = field(default_factory=dict)  # what routes a request to a cache: user, cache key
     diagnosis: ProviderDiagnosis | None = None  # the provider's own cache diagnostics, where the response has them
+    gap: str | None = None  # what the input does not hold of this round (a trace's cut or redacted prompt): no verdict
 
     def tool_names(self) -> list[str]:
         return [tool_name(t) for t in self.raw_tools or []]
@@ -91,7 +92,7 @@ class Round:
 class Transcript:
     rounds: list[Round]
     errors: list[str] = field(default_factory=list)
-    kind: str = "jsonl"  # jsonl | json | files | system_prompt | simulated
+    kind: str = "jsonl"  # jsonl | json | files | system_prompt | simulated | trace
     notes: list[str] = field(default_factory=list)
     mixed: str | None = None  # the log's lines really show more than one format: a sentence saying so
 

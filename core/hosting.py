@@ -19,6 +19,7 @@ app; the environment alone elsewhere), so an operator configures a deploy in one
 | ``PREFILL_LAB_MAX_TOKENS_PER_HOUR`` | all visitors' tokens on the operator's key in an hour | 1000000 |
 | ``PREFILL_LAB_MAX_DOCTOR_FILES`` | files in one doctor upload | 8 |
 | ``PREFILL_LAB_ABANDON_GRACE_S`` | seconds a run goes on after its page is gone (a reconnect within it keeps it) | 10 |
+| ``PREFILL_LAB_LEASE_S`` | seconds a run's place (running or waiting) outlives its replica's last heartbeat | 20 |
 
 Outside hosted mode the limits are off, except the 5 MB upload limit, the doctor's file count and the
 grace for an abandoned run (which apply everywhere: a closed tab's run is stopped in local use too).
@@ -35,9 +36,10 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 import httpcore
@@ -73,6 +75,8 @@ class Refused(ValueError):
                         "visitor. Wait for it to end, or stop it.",
         "line_full": "{waiting} runs are already waiting in line, the most this demo lets wait. Try again in a "
                      "few minutes.",
+        "ledger_down": "This demo cannot read its token budget right now ({reason}), so it runs nothing on its own "
+                       "key. Enter your own API key in the sidebar to go on, or try again in a minute.",
         "private_address": "{host} resolves to {address}, a loopback, private or link-local address; this demo "
                            "only calls public APIs.",
         "not_listed": "This demo only calls its listed APIs ({allowed}); {url} is not one of them.",
@@ -120,6 +124,7 @@ class HostedSettings:
     max_tokens_per_hour: int | None = None
     max_doctor_files: int = 8
     abandon_grace_s: float = 10.0
+    lease_s: float = 20.0
 
     def check_concurrency(self, concurrency: int) -> None:
         """Raise `Refused` when one run would send more requests at once than this demo allows."""
@@ -158,6 +163,7 @@ def load_settings(get: Getter) -> HostedSettings:
         max_tokens_per_hour=_int(get("PREFILL_LAB_MAX_TOKENS_PER_HOUR"), 1_000_000),
         max_doctor_files=files,
         abandon_grace_s=grace,
+        lease_s=_number(get("PREFILL_LAB_LEASE_S"), 20.0),
     )
 
 
@@ -171,6 +177,26 @@ class Spend:
     visitor: str
     tokens: int
     at: float
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+def check_budgets(settings: HostedSettings, tokens: int, now: float, mine: int, hour: int,
+                  oldest_in_hour: float | None) -> None:
+    """Raise `Refused` when ``tokens`` more would take a visitor past what they spent in 24 hours (``mine``) or
+    everyone past what the last hour spent (``hour``; its oldest spend says when budget frees up)."""
+    if settings.max_tokens_per_visitor is not None and mine + tokens > settings.max_tokens_per_visitor:
+        raise Refused("visitor_tokens", spent=mine, allowed=settings.max_tokens_per_visitor, tokens=tokens)
+    if settings.max_tokens_per_hour is not None and hour + tokens > settings.max_tokens_per_hour:
+        minutes = max(1, round(((oldest_in_hour or now) + HOUR_S - now) / 60))
+        raise Refused("hour_tokens", spent=hour, allowed=settings.max_tokens_per_hour, tokens=tokens, minutes=minutes)
+
+
+class Ledger(Protocol):
+    """The operator's token budgets: `TokenLedger` in one process, `core.store.ledger.StoreLedger` in the store."""
+
+    def reserve(self, visitor: str, tokens: int, settings: HostedSettings) -> Spend: ...
+
+    def settle(self, spend: Spend, tokens: int) -> None: ...
 
 
 @dataclass
@@ -179,7 +205,8 @@ class TokenLedger:
 
     A run reserves its estimate before it starts, so runs in line cannot together go over a budget,
     and `settle` replaces the estimate by what the run sent once it ends (a stopped run gives the
-    rest back). One ledger per server process, shared by every session.
+    rest back). This one lives in one process's memory (a store kept in memory); a store on disk or on
+    a server keeps the budgets in its tables, for every process and replica (`StoreLedger`).
     """
 
     clock: Callable[[], float] = time.time
@@ -195,15 +222,8 @@ class TokenLedger:
         now = self.clock()
         with self._guard:
             self._spends = [s for s in self._spends if s.at >= now - DAY_S]
-            mine = self._spent(now - DAY_S, visitor)
-            if settings.max_tokens_per_visitor is not None and mine + tokens > settings.max_tokens_per_visitor:
-                raise Refused("visitor_tokens", spent=mine, allowed=settings.max_tokens_per_visitor, tokens=tokens)
-            hour = self._spent(now - HOUR_S)
-            if settings.max_tokens_per_hour is not None and hour + tokens > settings.max_tokens_per_hour:
-                oldest = min((s.at for s in self._spends if s.at >= now - HOUR_S), default=now)
-                minutes = max(1, round((oldest + HOUR_S - now) / 60))
-                raise Refused("hour_tokens", spent=hour, allowed=settings.max_tokens_per_hour, tokens=tokens,
-                              minutes=minutes)
+            oldest = min((s.at for s in self._spends if s.at >= now - HOUR_S), default=None)
+            check_budgets(settings, tokens, now, self._spent(now - DAY_S, visitor), self._spent(now - HOUR_S), oldest)
             spend = Spend(visitor, tokens, now)
             self._spends.append(spend)
             return spend

@@ -3,8 +3,42 @@
 from __future__ import annotations
 
 import os
+import re
+from typing import Any
 
 MASK = "***"
+# a field named like a key, however it is spelled: api_key, OPENAI_API_KEY, apiKey, x-api-key, access_token,
+# Authorization; not max_tokens (plural: a count) nor prompt_cache_key (a routing key OpenAI documents)
+_KEY_NAME = re.compile(r"(^(key|auth|token)$|apikey$|secretkey$|privatekey$|accesskey$|token$|secret$|password$"
+                       r"|passwd$|authorization$|bearer$|credentials?$|cookie$)")
+
+
+def named_like_a_key(name: object) -> bool:
+    """Whether a field's name says it holds a key (compared in lower case, without ``_``, ``-`` or spaces)."""
+    return bool(_KEY_NAME.search(re.sub(r"[^a-z0-9]", "", str(name).lower())))
+
+
+def without_keys(value: Any) -> Any:
+    """``value`` with every field named like a key removed, at any depth (no recursion: any nesting works)."""
+    def shell(item: Any) -> Any:
+        return {} if isinstance(item, dict) else [] if isinstance(item, list | tuple) else item
+
+    top = shell(value)
+    stack = [(value, top)] if top is not value else []
+    while stack:
+        source, copy = stack.pop()
+        pairs = source.items() if isinstance(source, dict) else enumerate(source)
+        for name, item in pairs:
+            if isinstance(source, dict) and named_like_a_key(name):
+                continue
+            child = shell(item)
+            if isinstance(copy, dict):
+                copy[name] = child
+            else:
+                copy.append(child)
+            if child is not item:
+                stack.append((item, child))
+    return top
 
 
 def redact(text: str, *secrets: str | None) -> str:

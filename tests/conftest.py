@@ -12,6 +12,11 @@ from playwright.sync_api import Browser
 from core.backends.connect import Connection, Target, open_connection
 from core.engine.server import LocalServer
 from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.postgres import postgres, postgres_url
+from tests.support.stores import location
+
+# the session's PostgreSQL cluster, a fresh database in it, and a store on each engine, for every test
+__all__ = ["location", "postgres", "postgres_url"]
 
 # Tests (and the apps and CLIs they start) never write to the user's own run store; the store's
 # tests give their own files.

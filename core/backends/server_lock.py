@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+from urllib.parse import urlsplit, urlunsplit
 
 try:
     import fcntl
@@ -36,10 +37,25 @@ def lock_dir() -> Path:
     return base / "prefill-lab" / "locks"
 
 
+LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")  # noqa: S104 - names of this machine, never bound here
+
+
 def normalize(url: str) -> str:
-    """One key per server: ``http://127.0.0.1:8080/v1/`` and ``http://127.0.0.1:8080`` are the same."""
+    """One key per server: ``http://127.0.0.1:8080/v1/``, ``http://localhost:8080`` and ``http://[::1]:8080``
+    are the same (two keys let two runs share one server unserialized)."""
     url = url.strip().rstrip("/").lower()
-    return url[: -len("/v1")] if url.endswith("/v1") else url
+    url = url[: -len("/v1")] if url.endswith("/v1") else url
+    parts = urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:  # not a port: keep the URL as given
+        return url
+    host = parts.hostname or ""
+    if host in LOOPBACK or host.startswith("127.") or host.endswith(".localhost"):
+        host = "127.0.0.1"
+    elif ":" in host:
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, f"{host}:{port}" if port else host, parts.path, parts.query, ""))
 
 
 class ServerLock:

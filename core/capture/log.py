@@ -8,7 +8,8 @@ One line per call::
 ``usage`` is the provider's own object (Anthropic's ``message_start`` and ``message_delta`` merged),
 ``null`` when it sent none; ``timings`` is llama-server's, present only when sent; ``ttft_ms`` is the
 first generated token (text, reasoning or a tool call) in a stream, the first body byte otherwise;
-``error`` is present only when the upstream failed or the stream was cut. No header is logged, and
+``error`` is present only when the upstream failed, the stream was cut or the agent left; ``client_gone``
+(``true``) only when the agent disconnected before the whole answer was passed on. No header is logged, and
 every key the request carried (auth headers, key query parameters) is removed from the line. A body
 too deeply nested to parse is kept as text, with ``request_error`` saying so.
 

@@ -5,11 +5,19 @@ appended (``/v1`` is not doubled when the upstream URL already ends with it). Th
 it arrives: status, headers (minus hop-by-hop ones) and body bytes, a stream chunk by chunk, never
 buffered. Each call to a model endpoint (path ending in one of `LOGGED_ENDPOINTS`) with a JSON body
 appends one line to the log (`core.capture.log`); anything else passes through unlogged.
+
+A call that reached the upstream is logged whatever the agent did: an agent that gave up (timed out,
+disconnected) before the answer was passed on is logged with ``client_gone`` in its response, and the
+proxy stops reading the upstream's answer for it. The pool to the upstream has no connection limit:
+each agent connection gets an upstream connection of its own at once (httpx's default pool of 100 gave
+the 101st concurrent call a 504 after waiting 60 s).
 """
 
 from __future__ import annotations
 
 import json
+import select
+import socket
 import sys
 import threading
 import time
@@ -27,6 +35,7 @@ LOGGED_ENDPOINTS = ("/chat/completions", "/responses", "/completions", "/message
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding"})
 UPSTREAM_TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=60.0)
+UPSTREAM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=100)
 DRAIN_SECONDS = 5.0  # on stop, how long calls in flight may take to finish and be logged
 
 
@@ -43,6 +52,8 @@ class CaptureHandler(BaseHTTPRequestHandler):
     server: CaptureServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # a small SSE chunk goes out at once, not after the agent's delayed ACK
+    client_gone = False  # the agent closed its connection before the whole answer was passed on
+    _headers_buffer: list[bytes]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
         pass  # the default line would show the query string, where some APIs put the key
@@ -64,7 +75,37 @@ class CaptureHandler(BaseHTTPRequestHandler):
             return b"".join(parts)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
+    def _agent_gone(self) -> bool:
+        """Whether the agent closed its connection: its request was read whole, so the socket turns readable
+        only at its end (or for a pipelined request, which no agent sends while it waits for an answer)."""
+        try:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            return bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _end_headers(self) -> None:
+        """`end_headers` without its write, which would raise unguarded when the agent is gone."""
+        self._headers_buffer.append(b"\r\n")
+
+    def _send(self, data: bytes) -> bool:
+        """Write to the agent; False (and ``client_gone`` set) when it is gone."""
+        if self.client_gone or self._agent_gone():
+            self.client_gone = True
+        else:
+            head = b"".join(getattr(self, "_headers_buffer", []))
+            self._headers_buffer = []
+            try:
+                self.wfile.write(head + data)  # headers (see `_end_headers`) go with the first bytes
+                self.wfile.flush()
+                return True
+            except OSError:
+                self.client_gone = True
+        self.close_connection = True
+        return False
+
     def _proxy(self) -> None:
+        self.client_gone = False
         started, when = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         body = self._read_body()
         target = urlsplit(self.path)
@@ -84,6 +125,9 @@ class CaptureHandler(BaseHTTPRequestHandler):
                 response = watcher.result(upstream.status_code, self._relay(upstream, watcher))
             finally:
                 upstream.close()
+        if self.client_gone:  # what the agent saw: not the whole answer (it may still be billed)
+            response["client_gone"] = True
+            self.server.gone += 1
         secrets = secrets_of(self.headers.items(), target.query)
         request = self._logged_request(target.path, body)  # after forwarding: a body it cannot parse still goes
         outcome = ""
@@ -119,21 +163,20 @@ class CaptureHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", length)
         elif has_body:
             self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        self._end_headers()
+        gone = "the agent disconnected before the whole answer was passed on"
+        if not self._send(b""):  # the headers (buffered until now)
+            return gone
         try:
             for data in upstream.iter_raw():
                 watcher.feed(data)
-                self.wfile.write(data if length else b"%x\r\n%s\r\n" % (len(data), data))
-                self.wfile.flush()
+                if not self._send(data if length else b"%x\r\n%s\r\n" % (len(data), data)):
+                    return gone  # the upstream's answer is no longer read: the agent will never see it
         except httpx.HTTPError as exc:
             self.close_connection = True  # the agent sees the same cut: no final chunk
             return f"upstream stream cut: {str(exc) or type(exc).__name__}"
-        except OSError as exc:
-            self.close_connection = True
-            return f"the agent disconnected: {exc}"
-        if has_body and not length:
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+        if has_body and not length and not self._send(b"0\r\n\r\n"):
+            return gone
         return None
 
     def _send_json(self, status: int, body: dict[str, Any]) -> None:
@@ -141,8 +184,8 @@ class CaptureHandler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self._end_headers()
+        self._send(data)
 
 
 class InFlight:
@@ -171,10 +214,10 @@ class CaptureServer(ThreadingHTTPServer):
     `serve_forever` in the caller's thread does too (the CLI)."""
 
     daemon_threads = True
-    request_queue_size = 128  # socketserver's 5 reset bursts of parallel agents (15 of 50 got through)
+    request_queue_size = 1024  # socketserver's 5 reset bursts of parallel agents (15 of 50 got through)
 
     def __init__(self, upstream: str, log_path: Path, host: str = "127.0.0.1", port: int = 0,
-                 echo: bool = False) -> None:
+                 echo: bool = False, timeout: httpx.Timeout = UPSTREAM_TIMEOUT) -> None:
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"--upstream must be an http:// or https:// URL, got {upstream!r}")
@@ -186,7 +229,8 @@ class CaptureServer(ThreadingHTTPServer):
         self.upstream = upstream.rstrip("/")
         self.echo = echo
         self.in_flight = InFlight()
-        self.client = httpx.Client(timeout=UPSTREAM_TIMEOUT)
+        self.gone = 0  # calls logged after their agent had gone
+        self.client = httpx.Client(timeout=timeout, limits=UPSTREAM_LIMITS)
         try:
             super().__init__((host, port), CaptureHandler)  # on failure it calls server_close: all is closed
         except OSError as exc:

@@ -43,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    unfinished, failed = server.in_flight.count, server.log.failed
+    unfinished, failed, gone = server.in_flight.count, server.log.failed, server.gone
     print(f"Stopped; calls logged: {server.log.count}, in {args.out}."
+          + (f" {gone} of them after the agent had gone (client_gone: it did not see the whole answer)."
+             if gone else "")
           + (f" {failed} could not be written (see above)." if failed else "")
           + (f" {unfinished} still in flight were not logged." if unfinished else ""), flush=True)
     return 0

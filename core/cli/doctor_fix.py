@@ -47,7 +47,7 @@ def read_and_fix(args: argparse.Namespace) -> tuple[list[tuple[str, Transcript]]
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TranscriptError(f"{path} is not UTF-8 (byte {exc.start}): only a UTF-8 log can be fixed.") from None
-    fixed = fix.fix_log(name, text, args.log_format)
+    fixed = fix.fix_log(name, text, args.log_format, transcript)
     if args.write_fixed:
         args.write_fixed.write_text(fixed.text, encoding="utf-8")
     return [(str(path), transcript)], fixed

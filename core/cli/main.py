@@ -38,6 +38,7 @@ from core.cli import engine as engine_cli
 from core.cli import report as report_cli
 from core.cli import roofline as roofline_cli
 from core.cli import runs as runs_cli
+from core.cli.outputs import check_outputs
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
@@ -122,9 +123,13 @@ def saving(source: Source, store: RunStore | None, experiment: str, settings: di
 
     def records(run: RunContext) -> Iterator[Record]:
         run_id = store.begin(experiment, settings, label=label, secrets=secrets)
-        status, failed = STOPPED, False
+        status, failed, waiting = STOPPED, False, bool(store.unsaved)
         try:
             for record in recorded(source, store, run_id)(run):
+                if bool(store.unsaved) != waiting:  # said when it happens, and when it is over
+                    waiting = bool(store.unsaved)
+                    print(f"warning: {store.problem}" if waiting else "The run store works again: every round "
+                          "measured so far is written.", file=sys.stderr)
                 failed = failed or bool(record.error)
                 yield record
             status = FAILED if failed else DONE
@@ -138,6 +143,15 @@ def _rounds(spec: Experiment, settings: Any, run: RunContext) -> Iterator[Record
     return spec.rounds(run, settings)
 
 
+def unsaved(store: RunStore | None) -> bool:
+    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
+    if store is None or not store.unsaved or store.flush():
+        return False
+    print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
+          f"{store.failing}. Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)
+    return True
+
+
 def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
             records: dict[str, list[Record]]) -> None:
     """Each experiment's summary lines, over every record of the run (experiment 2 relates 1's too); --json, --csv."""
@@ -149,6 +163,18 @@ def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dic
         args.json.write_text(to_json(settings, records))
     if args.csv:
         args.csv.write_text(to_csv(settings, records.get("rounds") or next(iter(records.values()), [])))
+
+
+def unsaved(store: RunStore | None) -> bool:
+    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
+    if store is None or not store.unsaved:
+        return False
+    store.flush()
+    if not store.unsaved:
+        return False
+    print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
+          f"{store.failing}. Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)
+    return True
 
 
 def run_experiments(args: argparse.Namespace) -> int:
@@ -202,6 +228,8 @@ def run_experiments(args: argparse.Namespace) -> int:
         print(f"Interrupted (Ctrl-C): {sum(map(len, records.values()))} records were measured; they are kept.",
               file=sys.stderr)
     _report(args, specs, settings, records)
+    if unsaved(store) and not interrupted:
+        return 1
     if interrupted:
         return INTERRUPTED
     return 1 if any(r.error for kind in records.values() for r in kind) else 0
@@ -209,6 +237,9 @@ def run_experiments(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    if problem := check_outputs(args):  # before the work, not after it
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         if args.command:
             return int(SUBCOMMANDS[args.command].run(args))

@@ -22,7 +22,7 @@ from core.engine.server import LocalServer
 from core.roofline.arithmetic import DECODE, PREFILL, Measurement
 from core.roofline.hardware import ACCELERATORS
 from core.roofline.model import ModelFacts, from_gguf, from_user
-from core.roofline.peaks import Roof, machine_roof
+from core.roofline.peaks import Roof, cache_problem, machine_roof
 from core.roofline.report import build, lines
 
 
@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         print("measuring this machine..." if args.rerun else "this machine's roofs (cached, else measured now)...",
               file=sys.stderr)
+        if problem := cache_problem():
+            print(f"warning: {problem}", file=sys.stderr)
         roof = machine_roof(rerun=args.rerun)
         if args.measure:
             try:

@@ -3,7 +3,9 @@
 ``python -m core runs list [--experiment NAME] [--json]``, ``runs show RUN``, ``runs export RUN
 [-o FILE]``, ``runs import FILE...``, ``runs rename RUN LABEL``, ``runs delete RUN...``. A run is
 named by its id or the start of it (as ``runs list`` prints it). The store is ``$PREFILL_LAB_DB``
-(default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``); an HTML report is ``python -m core report``.
+(a path, default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``, or a ``postgresql://`` URL: a team's
+store, where ``list`` shows each run's author and only the author renames or deletes it); an HTML
+report is ``python -m core report``.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ import argparse
 import json
 import sys
 from dataclasses import asdict
-from datetime import datetime
 from pathlib import Path
 
 from core.experiments import EXPERIMENTS
 from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
+from core.store.dates import run_date
 
-LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 28), ("date", 16), ("rounds", 6),
+LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 36), ("date", 16), ("rounds", 6),
                 ("status", 8)]
 
 
@@ -48,7 +50,7 @@ def open_for_cli() -> RunStore:
 
 
 def _date(saved: SavedRun) -> str:
-    return datetime.fromtimestamp(saved.started_at).strftime("%Y-%m-%d %H:%M")
+    return run_date(saved.started_at)
 
 
 def _find(store: RunStore, run: str) -> SavedRun | None:
@@ -67,8 +69,8 @@ def _list(store: RunStore, args: argparse.Namespace) -> int:
         return 0
     print(" ".join(name.ljust(width) for name, width in LIST_COLUMNS))
     for item in runs:
-        cells = [item.id, item.experiment, item.label, machine_name(item.machine), _date(item), str(item.rounds),
-                 item.status]
+        machine = f"{machine_name(item.machine)} · {item.author}" if item.author else machine_name(item.machine)
+        cells = [item.id, item.experiment, item.label, machine, _date(item), str(item.rounds), item.status]
         print(" ".join(cell[:width].ljust(width) for cell, (_, width) in zip(cells, LIST_COLUMNS, strict=True)))
     return 0
 
@@ -117,7 +119,11 @@ def _rename(store: RunStore, args: argparse.Namespace) -> int:
     target = _find(store, args.run)
     if target is None:
         return 2
-    store.rename(target.id, args.label)
+    if not store.mine(target):
+        return _not_yours(store, target)
+    if not store.rename(target.id, args.label):
+        print(f"error: {target.id} was not renamed: {store.problem}", file=sys.stderr)
+        return 1
     print(f"renamed {target.id}: {args.label}")
     return 0
 
@@ -126,11 +132,22 @@ def _delete(store: RunStore, args: argparse.Namespace) -> int:
     found = [_find(store, name) for name in args.runs]
     if any(saved is None for saved in found):
         return 2  # nothing deleted when one name is wrong
+    for saved in found:
+        if saved is not None and not store.mine(saved):
+            return _not_yours(store, saved)  # nothing deleted when one run is another author's
     for gone in found:
         assert gone is not None
-        store.delete(gone.id)
+        if not store.delete(gone.id):
+            print(f"error: {gone.id} was not deleted: {store.problem}", file=sys.stderr)
+            return 1
         print(f"deleted {gone.id}: {gone.label}")
     return 0
+
+
+def _not_yours(store: RunStore, saved: SavedRun) -> int:
+    print(f"error: {saved.id} is {saved.author or 'nobody'}'s run; on a team's store only its author renames or "
+          f"deletes it (you are {store.author!r}: set PREFILL_LAB_AUTHOR to change that)", file=sys.stderr)
+    return 2
 
 
 ACTIONS = {"list": _list, "show": _show, "export": _export, "import": _import, "rename": _rename, "delete": _delete}

@@ -18,6 +18,11 @@ reasoning stripped, a template that rewrites turns) changes what the model is to
 Only the causes the doctor found are fixed, so a clean log comes back unchanged; the doctor reads the
 fixed rounds again and fixes again (at most `PASSES` times) while a fixable cause remains. The fixed log
 is written in the input's own shape (JSONL lines or a JSON array, wrappers and responses kept).
+
+The log is parsed for fixing only when the analysis found something to fix (`fixable`): a 42 MB log of
+1,000 append-only rounds was parsed twice more on the doctor's page (3.13 GB, against the CLI's 1.28 GB).
+A caller that has read and analysed the log already passes its transcript and analysis. A line nested too
+deeply to parse is left as it is (the doctor named it), and a log too deep to fix is a sentence.
 """
 
 from __future__ import annotations
@@ -80,26 +85,24 @@ def _request(item: Any) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else request
 
 
-def _parse(text: str, name: str) -> tuple[str, Any, list[_Entry]]:
-    stripped = text.lstrip()
-    if stripped.startswith("["):
+def _parse(text: str) -> tuple[str, Any, list[_Entry]]:
+    """The log as entries: a JSON array (or ``{"requests": [...]}``), else JSONL (it starts with ``[`` or ``{``)."""
+    if text.lstrip().startswith("["):
         data = json.loads(text)
-    elif stripped.startswith("{"):
+    else:
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # JSONL (its first line may be nested too deeply)
             data = None
         if not (isinstance(data, dict) and isinstance(data.get("requests"), list)):
             entries = []
             for line in text.splitlines():
                 try:
                     item = json.loads(line) if line.strip() else None
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):  # the doctor named the line; it is kept as it is
                     item = None
                 entries.append(_Entry(item, _request(item), line))
             return "jsonl", None, entries
-    else:
-        raise TranscriptError(f"{name}: only a JSON or JSONL log of request bodies can be fixed.")
     items = data["requests"] if isinstance(data, dict) and isinstance(data.get("requests"), list) else data
     items = items if isinstance(items, list) else [items]
     return "json", data, [_Entry(item, _request(item)) for item in items]
@@ -269,7 +272,7 @@ def _sort_tools(rounds: list[tuple[_Entry, Round]], changes: list[str]) -> None:
 def _canonical_json(text: str) -> str:
     try:
         value = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):
         return text
     return json.dumps(value, sort_keys=True, ensure_ascii=False) if isinstance(value, (dict, list)) else text
 
@@ -324,15 +327,42 @@ def _apply(analysis: Analysis, rounds: list[tuple[_Entry, Round]], changes: list
     return applied
 
 
-def fix_log(name: str, text: str, fmt: str | None = None) -> FixedLog:
+def fixable(analysis: Analysis) -> bool:
+    """Whether the analysis found a cause `fix_log` can fix (else the log need not be parsed again)."""
+    return any(f.breaks_cache and f.cause in FIXABLE for f in analysis.findings)
+
+
+def left_causes(analysis: Analysis, fixed: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The causes found that were not fixed."""
+    return sorted({f.cause for f in analysis.findings if f.breaks_cache and f.cause not in fixed})
+
+
+def fix_log(name: str, text: str, fmt: str | None = None, transcript: Transcript | None = None,
+            analysis: Analysis | None = None) -> FixedLog:
     """The log with its mechanically fixable causes fixed, analysed before and after (statically); ``fmt``
-    forces the format of every line, as the doctor's ``--format`` does."""
-    kind, data, entries = _parse(text, name)
-    transcript = _read(name, text, fmt)
+    forces the format of every line, as the doctor's ``--format`` does. ``transcript`` and ``analysis``:
+    the log as the caller read and analysed it already, so it is not read again."""
+    try:
+        return _fix(name, text, fmt, transcript, analysis)
+    except RecursionError:
+        raise TranscriptError(f"{name}: nested too deeply to fix; the analysis above still holds.") from None
+
+
+def _fix(name: str, text: str, fmt: str | None, transcript: Transcript | None,
+         analysis: Analysis | None) -> FixedLog:
+    if not text.lstrip().startswith(("[", "{")):
+        raise TranscriptError(f"{name}: only a JSON or JSONL log of request bodies can be fixed.")
+    transcript = transcript if transcript is not None else _read(name, text, fmt)
+    if len(transcript.rounds) < 2:
+        raise TranscriptError(f"{name}: fewer than two rounds could be read: nothing to fix.")
+    before = analysis = analysis if analysis is not None else analyse(transcript)
+    if not fixable(before):  # nothing to rewrite: the log is not parsed again
+        kind = "json" if text.lstrip().startswith("[") else "jsonl"
+        return FixedLog(text, kind, [], left_causes(before), [], before, before)
+    kind, data, entries = _parse(text)
     rounds = _aligned(entries, transcript)
     if len(rounds) < 2:
         raise TranscriptError(f"{name}: fewer than two rounds could be read: nothing to fix.")
-    before = analysis = analyse(transcript)
     fixed: set[str] = set()
     changes: list[str] = []
     out = text
@@ -345,8 +375,7 @@ def fix_log(name: str, text: str, fmt: str | None = None) -> FixedLog:
         transcript = _read(name, out, fmt)
         rounds = _aligned(entries, transcript)
         analysis = analyse(transcript)
-    left = sorted({f.cause for f in before.findings if f.breaks_cache and f.cause not in fixed})
-    return FixedLog(out, kind, sorted(fixed), left, changes, before, analysis)
+    return FixedLog(out, kind, sorted(fixed), left_causes(before, fixed), changes, before, analysis)
 
 
 def fixed_transcript(name: str, fixed: FixedLog, fmt: str | None = None) -> Transcript:

@@ -55,9 +55,11 @@ def measured(response: Any) -> tuple[Measured | None, list[str]]:
         found = found or [("usage", response)]  # a bare usage object
     where, data = found[0]
     usage = read_usage(data, "response." + where)
-    details = any(isinstance(data.get(d), Mapping) for d in ("prompt_tokens_details", "input_tokens_details"))
-    if usage.cached_tokens is None and details and usage.prompt_tokens is not None:
+    details = [data[d] for d in ("prompt_tokens_details", "input_tokens_details") if isinstance(data.get(d), Mapping)]
+    if (usage.cached_tokens is None and details and usage.prompt_tokens is not None
+            and all(d.get("cached_tokens") is None for d in details)):
         usage.cached_tokens, usage.source = 0, "cached_tokens"  # the details say nothing was cached
+    # a cached count that is there but unreadable ("1152", [1152]) is unknown, never 0: no verdict is made from it
     timings = response.get("timings")
     if usage.cached_tokens is None and isinstance(timings, Mapping) and "cache_n" in timings:
         usage = read_timings(timings, "response.timings")

@@ -28,9 +28,8 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.tokens import TokenCounter
-from core.documents import default_document
 from core.experiments.base import OUTPUT_PROMPT_TOKENS, Experiment, Option, Plan, RunContext, Table, ints
-from core.experiments.prompts import input_length_messages, nonce, output_length_messages
+from core.experiments.prompts import document_body, input_length_messages, nonce, output_length_messages
 from core.experiments.samples import EMBEDDED_BATCH
 from core.records import RequestResult, renamed
 from core.stats import nearest_rank
@@ -226,8 +225,7 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
 
 def prefill_body(counter: TokenCounter, prompt_tokens: int = Settings.prompt_tokens) -> str:
     """The document cut so that a prefill-phase prompt is about ``prompt_tokens`` tokens."""
-    overhead = counter.count(input_length_messages("", nonce())[0]["content"]) + 24
-    return counter.truncate(default_document()[: prompt_tokens * 8], max(prompt_tokens - overhead, 1))
+    return document_body(counter, prompt_tokens)
 
 
 def rounds(run: RunContext, settings: Settings) -> Iterator[BatchLevel]:

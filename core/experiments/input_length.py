@@ -21,7 +21,7 @@ from core.experiments.base import (
     measured_rows,
     timed_by,
 )
-from core.experiments.prompts import input_length_messages, nonce
+from core.experiments.prompts import input_length_messages, nonce, prompt_overhead
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
 from core.stats import LinearFit, linear_fit, median
@@ -60,7 +60,7 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
 def rounds(run: RunContext, settings: Settings) -> Iterator[RoundResult]:
     run.warm_up()
     counter = run.counter
-    overhead = counter.count(input_length_messages("", nonce())[0]["content"]) + 24
+    overhead = prompt_overhead(counter)
     document = default_document()[: max(settings.sizes, default=0) * 8]  # plenty for any tokenizer; cheap to cut
     round_no = 0
     for size in settings.sizes:

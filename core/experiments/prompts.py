@@ -12,6 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from core.backends.tokens import TokenCounter
+from core.documents import default_document
+
+TEMPLATE_TOKENS = 24  # the chat template's framing of an `input_length_messages` prompt, rounded up
+
 
 def nonce() -> str:
     """A short random tag; put at the start of a prompt, it makes the whole prompt new to any cache."""
@@ -24,6 +29,16 @@ def input_length_messages(document: str, run_nonce: str) -> list[dict[str, str]]
         {"role": "system", "content": f"Run {run_nonce}. Read the document and answer in one word."},
         {"role": "user", "content": f"{document}\n\nIn one word: what is this text about?"},
     ]
+
+
+def prompt_overhead(counter: TokenCounter) -> int:
+    """Tokens an `input_length_messages` prompt spends besides its document: instructions, question, template."""
+    return counter.count(input_length_messages("", nonce())[0]["content"]) + TEMPLATE_TOKENS
+
+
+def document_body(counter: TokenCounter, prompt_tokens: int) -> str:
+    """The default document cut so that an `input_length_messages` prompt is about ``prompt_tokens`` tokens."""
+    return counter.truncate(default_document()[: prompt_tokens * 8], max(prompt_tokens - prompt_overhead(counter), 1))
 
 
 def output_length_messages(run_nonce: str) -> list[dict[str, str]]:

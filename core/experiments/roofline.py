@@ -15,9 +15,8 @@ from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
-from core.documents import default_document
 from core.experiments.base import Experiment, Option, Plan, RunContext, Table
-from core.experiments.prompts import input_length_messages, nonce
+from core.experiments.prompts import document_body, input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult
 from core.roofline import peaks
@@ -82,9 +81,7 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[RooflineRecord]:
     if run.stopped():
         return
     run.warm_up()
-    overhead = run.counter.count(input_length_messages("", nonce())[0]["content"]) + 24
-    body = run.counter.truncate(default_document()[: settings.probe_prompt_tokens * 8],
-                                max(settings.probe_prompt_tokens - overhead, 1))
+    body = document_body(run.counter, settings.probe_prompt_tokens)
     result = run.send(ChatRequest(input_length_messages(body, nonce()), max_tokens=settings.answer_tokens,
                                   ignore_eos=True))
     if run.stopped():

@@ -23,6 +23,7 @@ import altair as alt
 from core.charts import CHARTS, RunView
 from core.experiments import EXPERIMENTS
 from core.export import Record
+from core.store.dates import run_date
 from core.store.db import SavedRun
 from core.store.machine import machine_name
 from core.words import Words
@@ -54,9 +55,15 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
 
 
+SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                             "\u2029": "\\u2029"})
+
+
 def _script_json(value: Any) -> str:
-    """JSON safe inside a <script> element."""
-    return json.dumps(value, ensure_ascii=False).replace("</", "<\\/")
+    """JSON safe inside a <script> element: no ``<`` at all, so neither ``</script>`` nor ``<!--<script>`` (which
+    puts the HTML parser in a state where ``</script>`` no longer ends the element: every chart blanked) can
+    occur; the same strings once parsed."""
+    return json.dumps(value, ensure_ascii=False).translate(SCRIPT_SAFE)
 
 
 def _embedded(chart: alt.TopLevelMixin) -> dict[str, Any]:
@@ -84,10 +91,6 @@ def _pairs(data: dict[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
-def _date(seconds: float | None) -> str:
-    return datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M") if seconds else ""
-
-
 def status_word(t: Words, status: str) -> str:
     return t(f"runs.status_{status}")
 
@@ -105,7 +108,7 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
     rows = "".join(
         f"<tr><td class='l'>{_e(s.label)}</td><td class='l'>{_e(t(f'{s.experiment}.title'))}</td>"
         f"<td class='l'>{_e(machine_name(s.machine))}</td><td class='l'>{_e(s.backend)}</td>"
-        f"<td class='l'>{_e(s.model)}</td><td class='l'>{_e(_date(s.started_at))}</td><td>{len(records)}</td>"
+        f"<td class='l'>{_e(s.model)}</td><td class='l'>{_e(run_date(s.started_at))}</td><td>{len(records)}</td>"
         f"<td class='l'>{_e(status_word(t, s.status))}</td><td class='l'>{_e(t(f'runs.source_{s.source}'))}</td></tr>"
         for s, records in entries)
     parts.append(f"<table><tr>{head}</tr>{rows}</table>")

@@ -16,6 +16,7 @@ Accelerators elsewhere (an API's GPU) come from `core.roofline.hardware`'s cited
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -213,21 +214,54 @@ def _store() -> Path:
     return cache_dir() / CACHE_FILE
 
 
-def cached() -> Roof | None:
-    """The probe measured earlier on this machine, None when it has not run here."""
+def _known() -> dict[str, Any]:
+    """Every machine's cached figures; {} when the file is missing, unreadable or not a JSON object."""
     try:
         known = json.loads(_store().read_text())
-        return Roof.from_dict(known[machine_key()])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def _invalid(roof: Roof) -> str:
+    """Why cached figures cannot be this machine's roofs ("" when they can): a roof is a positive, finite rate."""
+    for name, ceiling in (("bandwidth", roof.memory), ("compute", roof.compute)):
+        value = ceiling.value if ceiling else 1.0
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            return f"its {name} {value!r} is not a positive number"
+    return ""
+
+
+def cache_problem() -> str:
+    """A sentence when the cache holds figures for this machine that cannot be used ("" otherwise): they are
+    treated as absent, and the probe measures again."""
+    entry = _known().get(machine_key())
+    if entry is None and _store().exists() and not _known():
+        return f"{_store()} is not a JSON object of figures; it is ignored and the machine is measured again."
+    if entry is None:
+        return ""
+    try:
+        problem = _invalid(Roof.from_dict(entry))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        problem = "its figures are incomplete"
+    return f"{_store()} holds figures for this machine that cannot be used ({problem}); it is measured again." \
+        if problem else ""
+
+
+def cached() -> Roof | None:
+    """The probe measured earlier on this machine, None when it has not run here (or its figures are unusable:
+    `cache_problem` says why)."""
+    try:
+        roof = Roof.from_dict(_known()[machine_key()])
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
+    return None if _invalid(roof) else roof
 
 
 def save(roof: Roof) -> None:
-    """Keep ``roof`` as this machine's figures (`cached` reads them back)."""
-    try:
-        known = json.loads(_store().read_text())
-    except (OSError, ValueError):
-        known = {}
+    """Keep ``roof`` as this machine's figures (`cached` reads them back); a cache that is not a JSON object
+    (``[]``, ``null``) is replaced."""
+    known = _known()
     known[machine_key()] = roof.to_dict()
     _store().parent.mkdir(parents=True, exist_ok=True)
     _store().write_text(json.dumps(known, indent=1))

@@ -8,15 +8,21 @@ with or without them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from core.engine.meter import CpuMeter, listening_pid
 from core.experiments.base import RunContext, Source
 from core.export import Record
-from core.store import RunStore
 
 
-def recorded(source: Source, store: RunStore, run_id: str) -> Source:
+class RecordStore(Protocol):
+    """Where a run's records are written: `core.store.RunStore` (which imports this package's statuses)."""
+
+    def add(self, run_id: str, record: Record) -> None:
+        """Write one more record of run ``run_id``."""
+
+
+def recorded(source: Source, store: RecordStore, run_id: str) -> Source:
     """``source``'s records unchanged, each written to the run ``run_id`` (begun by the caller) as it arrives, so
     a run stopped or cut halfway keeps every record measured before."""
     def records(run: RunContext) -> Iterator[Record]:

@@ -20,7 +20,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.backends.connect import Connection
 from core.backends.server_lock import ServerLock
@@ -34,6 +34,24 @@ def server_lock(key: str) -> ServerLock:
     return ServerLock(key)
 
 
+class Line(Protocol):
+    """The cap on runs at once and the line of runs waiting for a place: `RunQueue` in one process, or
+    `core.store.leases.LeaseLine` in the store, one line for every replica."""
+
+    def join(self, run: BackgroundRun, cap: int | None = None, per_visitor: int | None = None,
+             max_waiting: int | None = None) -> None: ...
+
+    def wait_turn(self, run: BackgroundRun, cap: int) -> bool: ...
+
+    def leave(self, run: BackgroundRun, seconds: float | None) -> None: ...
+
+    def position(self, run: BackgroundRun) -> int | None: ...
+
+    def expected_wait_s(self, position: int, cap: int) -> float | None: ...
+
+    def wake(self) -> None: ...
+
+
 class RunQueue:
     """First come, first served: at most ``cap`` runs at once, the others wait in arrival order."""
 
@@ -42,12 +60,22 @@ class RunQueue:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._waiting: deque[BackgroundRun] = deque()
-        self._running: set[str] = set()
+        self._running: dict[str, str] = {}  # run id -> visitor
         self._durations: deque[float] = deque(maxlen=self.RECENT)
 
-    def join(self, run: BackgroundRun) -> None:
-        """Put ``run`` at the end of the line."""
+    def join(self, run: BackgroundRun, cap: int | None = None, per_visitor: int | None = None,
+             max_waiting: int | None = None) -> None:
+        """Put ``run`` at the end of the line; `Refused` when its visitor already has ``per_visitor`` runs going or
+        waiting, or ``max_waiting`` runs wait while ``cap`` run."""
         with self._changed:
+            if per_visitor is not None and run.visitor:
+                mine = sum(1 for r in self._waiting if r.visitor == run.visitor) + \
+                    sum(1 for v in self._running.values() if v == run.visitor)
+                if mine >= per_visitor:
+                    raise Refused("visitor_runs", runs=mine)
+            if max_waiting is not None and cap is not None and len(self._waiting) >= max_waiting \
+                    and len(self._running) >= cap:
+                raise Refused("line_full", waiting=len(self._waiting))
             self._waiting.append(run)
             self._changed.notify_all()
 
@@ -61,19 +89,24 @@ class RunQueue:
                     return False
                 self._changed.wait(0.2)
             self._waiting.popleft()
-            self._running.add(run.run_id)
+            self._running[run.run_id] = run.visitor
             self._changed.notify_all()
             return True
 
     def leave(self, run: BackgroundRun, seconds: float | None) -> None:
         with self._changed:
             if run.run_id in self._running:
-                self._running.discard(run.run_id)
+                del self._running[run.run_id]
                 if seconds is not None:
                     self._durations.append(seconds)
             elif run in self._waiting:
                 self._waiting.remove(run)
             self._changed.notify_all()
+
+    def record(self, seconds: float) -> None:
+        """A run's time, for `expected_wait_s` (a `LeaseLine` keeps its replica's here)."""
+        with self._changed:
+            self._durations.append(seconds)
 
     def waiting(self) -> int:
         with self._changed:
@@ -154,6 +187,7 @@ class BackgroundRun:
     grace_s: float = 10.0
     visitor: str = ""  # who started it, for the per-visitor limit
     busy_slots: Callable[[], int | None] | None = None
+    line: Line | None = None  # where it waits for a place under the cap: this process's `QUEUE` unless given
 
     def __post_init__(self) -> None:
         self.rows: list[Record] = []
@@ -170,6 +204,10 @@ class BackgroundRun:
         self.seconds: float | None = None  # time spent running, once it ended
         self.watched = False  # set by a page while it polls; then each round waits for its redraw
         self._thread = threading.Thread(target=self._work, name=f"run-{self.experiment}-{self.run_id}", daemon=True)
+
+    @property
+    def _line(self) -> Line:
+        return self.line or QUEUE
 
     # -- worker side -------------------------------------------------------------------------
     def _bump(self) -> None:
@@ -190,7 +228,7 @@ class BackgroundRun:
         held = False
         started_at: float | None = None
         try:
-            if self._cap is not None and not QUEUE.wait_turn(self, self._cap):
+            if self._cap is not None and not self._line.wait_turn(self, self._cap):
                 return
             self.status = WAITING
             self._bump()
@@ -229,7 +267,8 @@ class BackgroundRun:
                 self.status = FAILED
             else:
                 self.status = DONE
-            QUEUE.leave(self, self.seconds)
+            if self._cap is not None:
+                self._line.leave(self, self.seconds)
             with _started_guard:
                 _started.pop(self.run_id, None)
             if self.on_finish is not None:  # e.g. close the connection, settle the budget; also when stopped early
@@ -264,19 +303,15 @@ class BackgroundRun:
         `Refused` when ``max_waiting`` runs already wait; with ``per_visitor``, `Refused` when its visitor
         already has that many runs going or waiting."""
         with _started_guard:
-            if per_visitor is not None and self.visitor:
+            if max_concurrent is not None:
+                self.status = QUEUED
+                self._line.join(self, max_concurrent, per_visitor, max_waiting)
+                self._cap = max_concurrent
+            elif per_visitor is not None and self.visitor:
                 mine = sum(1 for r in _started.values() if r.visitor == self.visitor)
                 if mine >= per_visitor:
                     raise Refused("visitor_runs", runs=mine)
-            if max_concurrent is not None and max_waiting is not None:
-                waiting = QUEUE.waiting()
-                if waiting >= max_waiting and QUEUE.running() >= max_concurrent:
-                    raise Refused("line_full", waiting=waiting)
             _started[self.run_id] = self
-            if max_concurrent is not None:
-                self._cap = max_concurrent
-                self.status = QUEUED
-                QUEUE.join(self)
         self._thread.start()
         if self.page_alive is not None:
             threading.Thread(target=self._watch_page, name=f"watch-{self.run_id}", daemon=True).start()
@@ -289,7 +324,7 @@ class BackgroundRun:
         self.cancel.set()
         if self.on_stop is not None:
             self.on_stop()
-        QUEUE.wake()
+        self._line.wake()
         self._bump()
 
     @property
@@ -309,7 +344,7 @@ class BackgroundRun:
             self._changed.wait_for(lambda: self._version != seen_version, timeout)
 
     def snapshot(self) -> Snapshot:
-        position = QUEUE.position(self) if self.status == QUEUED else None
-        wait = QUEUE.expected_wait_s(position, self._cap or 1) if position is not None else None
+        position = self._line.position(self) if self.status == QUEUED else None
+        wait = self._line.expected_wait_s(position, self._cap or 1) if position is not None else None
         return Snapshot(list(self.rows), self.status, self.progress, self.error, self._version, position, wait,
                         self.warning)

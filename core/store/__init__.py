@@ -1,13 +1,17 @@
-"""Runs that last: a SQLite store of every run (`db`), its machine (`machine`), imports and exports (`transfer`).
+"""Runs that last: a store of every run (`db`) on SQLite or PostgreSQL (`engine`, `schema`), its machine
+(`machine`), imports and exports (`transfer`).
 
-``open_store()`` opens ``$PREFILL_LAB_DB`` (default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``;
-``:memory:`` keeps nothing on disk). A file it cannot use is left untouched: the store then lives in
-memory and its ``problem`` says why, so a page or the CLI can say it and go on measuring.
+``open_store()`` opens ``$PREFILL_LAB_DB``: a path (default ``$XDG_DATA_HOME/prefill-lab/runs.sqlite``),
+``:memory:`` (nothing kept on disk) or a ``postgresql://`` URL. A file it cannot use is left untouched:
+the store then lives in memory and its ``problem`` says why, so a page or the CLI can say it and go on
+measuring. A server that does not answer is tried again on each write; what was measured meanwhile
+waits in memory (`RunStore.unsaved`).
 """
 
 from __future__ import annotations
 
 from core.store.db import (
+    AUTHOR_ENV,
     CUT,
     ENV,
     IMPORTED,
@@ -22,9 +26,9 @@ from core.store.db import (
 from core.store.machine import machine_info, machine_name
 from core.store.transfer import REFERENCE_ID, ImportRefused, export_run, import_export, read_export, seed_reference
 
-__all__ = ["CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused", "RunStore",
-           "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info", "machine_name",
-           "open_store", "read_export", "seed_reference"]
+__all__ = ["AUTHOR_ENV", "CUT", "ENV", "IMPORTED", "MEASURED", "MEMORY", "REFERENCE", "REFERENCE_ID", "ImportRefused",
+           "RunStore", "SavedRun", "StoreError", "default_location", "export_run", "import_export", "machine_info",
+           "machine_name", "open_store", "read_export", "seed_reference"]
 
 
 def open_store(location: str | None = None) -> RunStore:
@@ -34,6 +38,12 @@ def open_store(location: str | None = None) -> RunStore:
         store = RunStore.open(where)
     except StoreError as exc:
         store = RunStore.memory(problem=f"{exc} Runs are kept in memory until this program stops.")
-    seed_reference(store)
-    store.purge_visitors()
+    def settle() -> None:
+        seed_reference(store)
+        store.purge_visitors()
+
+    if store.failing:  # a server that cannot be reached yet: when it can
+        store.when_up = settle
+    else:
+        settle()
     return store

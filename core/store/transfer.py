@@ -10,11 +10,20 @@ An import reads the whole file before it writes anything: a file that is not an 
 record it does not understand, is refused with the file's name, the line and what was expected.
 Old spellings (``reused_tokens``, ``prefix_cache``: `core.records.renamed`) are migrated; nothing else
 is guessed: a field this version does not know is refused, not dropped.
+
+Every value is checked for range before anything is stored, so that no imported value can break a
+list, a page or a report later: no ``NaN`` or ``Infinity`` anywhere (nor a number too large for a
+float), a record's measures from 0 to `MAX_MEASURE`, a run's dates within what a clock can show, and
+no settings, machine or summary nested deeper than `MAX_DEPTH`. Fields named like keys (``api_key``,
+``OPENAI_API_KEY``, ``apiKey``) are dropped from the settings, machine and summary, as the store's own
+writes drop them. Reading is linear in the file's size (100,000 rounds: BENCHMARKS.md).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields
 from functools import cache
@@ -25,6 +34,7 @@ from core.experiments import EXPERIMENTS
 from core.export import Record, to_json
 from core.records import renamed
 from core.runs.runner import DONE
+from core.secrets import without_keys
 from core.store.codec import record_from_dict
 from core.store.db import CUT, ENDED, IMPORTED, REFERENCE, RunStore, SavedRun
 from core.store.machine import machine_name
@@ -32,6 +42,10 @@ from core.store.machine import machine_name
 EXPORT_FORMAT = 1
 REFERENCE_FILE = Path(__file__).resolve().parents[2] / "samples" / "chapter_mac_studio.json"
 REFERENCE_ID = "chapter-mac-studio"
+MAX_MEASURE = 1e15  # larger than any count or milliseconds a run can measure; a float still holds it exactly
+LAST_DATE = 253402300799.0  # 9999-12-31 23:59:59 UTC: the last second a date can be shown
+MAX_DEPTH = 32  # settings, machine and summary are a few levels deep; more is not an export's
+NOT_FINITE = re.compile(r"(?<![\w.\"])(-?Infinity|NaN)(?![\w\"])")
 HINT = "Give a JSON file from the app's JSON download, `python -m core --json` or `python -m core runs export`."
 
 
@@ -49,8 +63,64 @@ class Incoming:
     run: dict[str, Any]
 
 
+class _NotFinite(ValueError):
+    """A ``NaN``, ``Infinity`` or a number too large for a float, met while parsing."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+def _constant(text: str) -> Any:
+    raise _NotFinite(text)
+
+
 def _line(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests deeper than ``limit`` levels (no recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+    return False
+
+
+def _loads(text: str, name: str) -> Any:
+    """The export parsed, refused with the line of the first value no record can hold."""
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_constant)
+    except _NotFinite as exc:
+        found = NOT_FINITE.search(text) or re.search(re.escape(str(exc)), text)
+        line = _line(text, found.start()) if found else 1
+        raise ImportRefused(f"{name}, line {line}: {exc} is not a number a run can hold (no NaN, no Infinity, "
+                            "nothing beyond a float's range). Correct that value, or export the run again.") from None
+    except json.JSONDecodeError as exc:
+        raise ImportRefused(f"{name}, line {exc.lineno}: not JSON ({exc.msg}). {HINT}") from exc
+    except RecursionError:
+        raise ImportRefused(f"{name}: JSON nested deeper than Python can read (an export is a few levels "
+                            f"deep). {HINT}") from None
+
+
+def _check_run(run: dict[str, Any]) -> None:
+    """The run's dates: seconds since 1970 up to the year 9999, or null."""
+    for name in ("started_at", "finished_at"):
+        value = run.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= LAST_DATE:
+            raise ImportRefused(f"\"run\".{name} is {value!r}; a date is seconds since 1970 (up to the "
+                                "year 9999) or null. Correct it, or export the run again.")
 
 
 def _members(text: str, start: int, decoder: json.JSONDecoder) -> dict[str, int]:
@@ -69,101 +139,131 @@ def _members(text: str, start: int, decoder: json.JSONDecoder) -> dict[str, int]
         _, pos = decoder.raw_decode(text, pos)
 
 
-def _elements(text: str, start: int, decoder: json.JSONDecoder) -> list[int]:
-    """The offset of each element of the JSON array starting at ``start``."""
-    offsets: list[int] = []
+def _element_line(text: str, start: int, index: int, decoder: json.JSONDecoder) -> int:
+    """The line of element ``index`` of the JSON array starting at ``start``: looked for only when that
+    element is refused (counting lines for every round read 19,000 rounds in 20 s)."""
     pos = start + 1
-    while True:
+    for _ in range(index + 1):
         while text[pos] in " \t\r\n,":
             pos += 1
-        if text[pos] == "]":
-            return offsets
-        offsets.append(pos)
+        at = pos
         _, pos = decoder.raw_decode(text, pos)
+    return _line(text, at)
+
+
+NUMBERS = frozenset({int, float})
+
+
+@dataclass(frozen=True)
+class _Field:
+    """What one field of a record type accepts: the exact types JSON gives (a bool is not a number)."""
+
+    types: frozenset[type]
+    name: str
+
+
+def _field(hint: Any) -> _Field:
+    if get_origin(hint) is list:  # a level's streams, checked one by one
+        return _Field(frozenset({list}), "a list")
+    kinds = get_args(hint) or (hint,)
+    types = {t for k in kinds for t in {float: (int, float), int: (int,)}.get(k, (k,))}
+    names = [getattr(k, "__name__", str(k)) for k in kinds]
+    return _Field(frozenset(types), " or ".join("null" if n == "NoneType" else n for n in names))
 
 
 @cache
-def _schema(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
-    """A record type's field types and the fields it requires."""
+def _schema(cls: type) -> tuple[dict[str, _Field], frozenset[str]]:
+    """A record type's fields and the ones it requires."""
     hints = get_type_hints(cls)
     required = frozenset(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING)
-    return {f.name: hints[f.name] for f in fields(cls)}, required
+    return {f.name: _field(hints[f.name]) for f in fields(cls)}, required
 
 
-def _accepts(hint: Any, value: Any) -> bool:
-    for kind in get_args(hint) or (hint,):
-        if kind is type(None) and value is None:
-            return True
-        if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
-            return True
-        if kind is int and isinstance(value, int) and not isinstance(value, bool):
-            return True
-        if kind in (str, bool) and isinstance(value, kind):
-            return True
-        if get_origin(kind) is list and isinstance(value, list):
-            return True
-    return False
-
-
-def _type_name(hint: Any) -> str:
-    names = [getattr(k, "__name__", str(k)) for k in (get_args(hint) or (hint,))]
-    return " or ".join("null" if n == "NoneType" else n for n in names)
+def _measure(name: str, value: Any, where: str) -> None:
+    """A number must be a measure: from 0 to `MAX_MEASURE`."""
+    if not 0 <= value <= MAX_MEASURE:
+        raise ImportRefused(f"{where}: {name!r} is {value!r}; a measure is from 0 to {MAX_MEASURE:.0e}.")
 
 
 def _check_record(data: Any, cls: type, where: str) -> None:
+    """Fields known, present, of their type, and each number a measure (streams: numbers and text only)."""
     if not isinstance(data, dict):
         raise ImportRefused(f"{where}: expected a record (a JSON object), found {type(data).__name__}. {HINT}")
     types, required = _schema(cls)
-    unknown = sorted(set(data) - set(types))
-    if unknown:
+    if not data.keys() <= types.keys():
+        unknown = sorted(set(data) - set(types))
         raise ImportRefused(f"{where}: unknown field {', '.join(map(repr, unknown))}; is the file from a newer "
                             "Prefill Lab? Import it there, or export it again with this version.")
-    missing = sorted(required - set(data))
-    if missing:
+    if not required <= data.keys():
+        missing = sorted(required - set(data))
         raise ImportRefused(f"{where}: the field {', '.join(map(repr, missing))} is missing. {HINT}")
     for name, value in data.items():
-        if name != "streams" and not _accepts(types[name], value):
-            raise ImportRefused(f"{where}: {name!r} should be {_type_name(types[name])}, found {value!r}.")
+        kind = type(value)
+        if kind not in types[name].types:
+            raise ImportRefused(f"{where}: {name!r} should be {types[name].name}, found {value!r}.")
+        if kind in NUMBERS and not 0 <= value <= MAX_MEASURE:
+            _measure(name, value, where)
+    for number, stream in enumerate(data.get("streams") or [], start=1):
+        if not isinstance(stream, dict):
+            raise ImportRefused(f"{where}: stream {number} should be an object, found {stream!r}.")
+        for name, value in stream.items():
+            for item in value if isinstance(value, list) else [value]:  # chunk_times_s: a list of seconds
+                if isinstance(item, dict | list):
+                    raise ImportRefused(f"{where}, stream {number}: {name!r} should hold numbers or text.")
+                if type(item) in NUMBERS:
+                    _measure(name, item, f"{where}, stream {number}")
 
 
 def read_export(text: str, name: str) -> list[Incoming]:
     """Check an export and split it into runs; raise `ImportRefused` naming ``name`` and the line."""
     decoder = json.JSONDecoder()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ImportRefused(f"{name}, line {exc.lineno}: not JSON ({exc.msg}). {HINT}") from exc
+    data = _loads(text, name)
     if not isinstance(data, dict) or not ({"rounds", "levels"} & set(data)):
         raise ImportRefused(f"{name}, line 1: JSON, but not a Prefill Lab export (no \"rounds\" or \"levels\"). "
                             f"{HINT}")
     top = text.index("{")
-    offsets = _members(text, top, decoder)
+
+    def line(key: str) -> int:
+        """The line of a top-level member, looked for only for a message (it parses the file again)."""
+        return _line(text, _members(text, top, decoder).get(key, top))
+
     run = data.get("run") or {}
     if not isinstance(run, dict):
-        raise ImportRefused(f"{name}, line {_line(text, offsets['run'])}: \"run\" should be an object.")
+        raise ImportRefused(f"{name}, line {line('run')}: \"run\" should be an object.")
     version = run.get("format", 1)
     if not isinstance(version, int) or version > EXPORT_FORMAT:
-        raise ImportRefused(f"{name}, line {_line(text, offsets['run'])}: export format {version!r} is from a newer "
+        raise ImportRefused(f"{name}, line {line('run')}: export format {version!r} is from a newer "
                             f"Prefill Lab (this one reads up to {EXPORT_FORMAT}). Import it with that version.")
+    try:
+        _check_run(run)
+    except ImportRefused as exc:
+        raise ImportRefused(f"{name}, line {line('run')}: {exc}") from None
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
-        raise ImportRefused(f"{name}, line {_line(text, offsets['settings'])}: \"settings\" should be an object.")
-    settings = renamed(settings)
+        raise ImportRefused(f"{name}, line {line('settings')}: \"settings\" should be an object.")
+    for key, value in (("settings", settings), ("run", run)):
+        if _depth_over(value, MAX_DEPTH):
+            raise ImportRefused(f"{name}, line {line(key)}: \"{key}\" is nested more than {MAX_DEPTH} "
+                                f"levels deep; an export's is a few levels. {HINT}")
+    settings = without_keys(renamed(settings))
     by_experiment: dict[str, list[Record]] = {}
     for key in dict.fromkeys(spec.records for spec in EXPERIMENTS.values()):  # "rounds", "levels"
         items = data.get(key) or []
         if not isinstance(items, list):
-            raise ImportRefused(f"{name}, line {_line(text, offsets[key])}: \"{key}\" should be a list.")
-        lines = [_line(text, at) for at in _elements(text, offsets[key], decoder)] if items else []
+            raise ImportRefused(f"{name}, line {line(key)}: \"{key}\" should be a list.")
         owners = [spec for spec in EXPERIMENTS.values() if spec.records == key]
-        for index, (item, line) in enumerate(zip(items, lines, strict=True), start=1):
-            where = f"{name}, line {line} ({key[:-1]} {index})"
-            item = renamed(item) if isinstance(item, dict) else item
-            experiment = item.get("experiment") if isinstance(item, dict) and len(owners) > 1 else owners[0].id
-            if experiment not in EXPERIMENTS or EXPERIMENTS[experiment].records != key:
-                raise ImportRefused(f"{where}: unknown experiment {experiment!r}; expected one of "
-                                    f"{', '.join(spec.id for spec in owners)}.")
-            _check_record(item, EXPERIMENTS[experiment].record, where)
+        for index, item in enumerate(items):
+            where = f"({key[:-1]} {index + 1})"
+            try:
+                item = renamed(item) if isinstance(item, dict) else item
+                experiment = item.get("experiment") if isinstance(item, dict) and len(owners) > 1 else owners[0].id
+                if experiment not in EXPERIMENTS or EXPERIMENTS[experiment].records != key:
+                    raise ImportRefused(f"{where}: unknown experiment {experiment!r}; expected one of "
+                                        f"{', '.join(spec.id for spec in owners)}.")
+                _check_record(item, EXPERIMENTS[experiment].record, where)
+            except ImportRefused as exc:
+                at = _element_line(text, _members(text, top, decoder)[key], index, decoder)
+                raise ImportRefused(f"{name}, line {at} {exc}") from None
             by_experiment.setdefault(experiment, []).append(record_from_dict(experiment, item))
     if not by_experiment:
         raise ImportRefused(f"{name}, line 1: an export with no rounds or levels; nothing to import.")
@@ -179,15 +279,15 @@ def import_export(store: RunStore, text: str, name: str, owner: str = "", source
         run = item.run
         label = str(run.get("label") or f"{item.settings.get('backend', '?')} · {item.settings.get('model', '?')} "
                     f"· {Path(name).name}")
-        machine = run.get("machine") if isinstance(run.get("machine"), dict) else {"label": f"imported: {name}"}
+        machine = without_keys(run["machine"]) if isinstance(run.get("machine"), dict) else {
+            "label": f"imported: {name}"}
         status = str(run["status"]) if run.get("status") in (*ENDED, CUT) else DONE
         started = run.get("started_at") if isinstance(run.get("started_at"), int | float) else None
         new_id = store.begin(item.experiment, item.settings, label=label, machine=machine, owner=owner,
                              source=source, run_id=run_id if len(incoming) == 1 else None, started_at=started)
-        for seq, record in enumerate(item.records, start=1):
-            store.add(new_id, record, seq)
+        store.add_all(new_id, item.records)
         finished = run.get("finished_at") if isinstance(run.get("finished_at"), int | float) else None
-        summary = run.get("summary") if isinstance(run.get("summary"), dict) else {}
+        summary = without_keys(run["summary"]) if isinstance(run.get("summary"), dict) else {}
         store.finish(new_id, status, summary, finished_at=finished)
         ids.append(new_id)
     return ids

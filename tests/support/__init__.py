@@ -1,4 +1,5 @@
-"""What the tests share: the app under AppTest, the app in Chromium, a fake OpenAI server, the paths."""
+"""What the tests share: the app under AppTest, the app in Chromium, a fake OpenAI server, a PostgreSQL cluster,
+the paths."""
 
 from pathlib import Path
 

@@ -26,37 +26,48 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
-@contextmanager
-def running_app(log: Path | None = None, env: Mapping[str, str] | None = None,
-                flags: Sequence[str] = (), root: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``streamlit run streamlit_app.py`` in ``root`` (default: this checkout; a benchmark may name an older one)
-    with ``env`` (default: this process's) and extra ``flags``; yields its URL and process. Its output goes to
-    ``log`` (appended), else nowhere."""
-    port = free_port()
+def start_app(log: Path | None = None, env: Mapping[str, str] | None = None, flags: Sequence[str] = (),
+              root: Path = ROOT, port: int | None = None) -> tuple[str, subprocess.Popen[bytes]]:
+    """``streamlit run streamlit_app.py`` in ``root`` on ``port`` (default: a free one), once it answers
+    ``/_stcore/health``; its URL and process. Its output goes to ``log`` (appended), else nowhere."""
+    port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
            "--server.port", str(port), "--browser.gatherUsageStats", "false", *flags]
     with (log.open("a") if log else open(os.devnull, "w")) as out:
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env=dict(env) if env is not None else None)
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
+                return url, proc
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or proc.poll() is not None:
+            stop_app(proc)
+            tail = log.read_text()[-2000:] if log else ""
+            raise RuntimeError(f"streamlit did not start: {tail}")
+        time.sleep(0.3)
+
+
+def stop_app(proc: subprocess.Popen[bytes]) -> None:
+    """End the app (killed if it will not stop: a server still busy with a burst it could not serve)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+
+
+@contextmanager
+def running_app(log: Path | None = None, env: Mapping[str, str] | None = None,
+                flags: Sequence[str] = (), root: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`start_app` for a block: yields its URL and process, and ends it when the block ends."""
+    url, proc = start_app(log, env, flags, root)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                tail = log.read_text()[-2000:] if log else ""
-                raise RuntimeError(f"streamlit did not start: {tail}")
-            time.sleep(0.3)
         yield url, proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:  # a server still busy with a burst it could not serve
-                proc.kill()
-                proc.wait(15)
+        stop_app(proc)

@@ -64,22 +64,35 @@ def _run(original: doctor.Transcript, fixed: doctor.Transcript, t: Texts) -> lis
     return rows
 
 
-def proven_fix_section(name: str, data: bytes, transcript: doctor.Transcript, digest: str, t: Texts,
-                       fmt: str | None = None) -> None:
+def _nothing(left: list[str], t: Texts) -> None:
+    causes = ", ".join(t(f"cause.{c}") for c in left) or t("cause.none")
+    st.info(t("doctor_fix.nothing", left=causes), icon=":material/info:")
+
+
+def proven_fix_section(name: str, data: bytes, transcript: doctor.Transcript, analysis: doctor.Analysis, digest: str,
+                       t: Texts, fmt: str | None = None) -> None:
     """Fix what can be fixed mechanically; offer the fixed log; prove it on a llama-server when asked
-    (``fmt``: the format the page was told to read every line in, if any)."""
+    (``analysis``: the page's analysis of ``transcript``; ``fmt``: the format the page was told to read
+    every line in, if any)."""
     if transcript.kind not in ("jsonl", "json"):
         return
     st.subheader(t("doctor_fix.title"))
     st.caption(t("doctor_fix.caption"))
-    try:
-        fixed = fix.fix_log(name, data.decode("utf-8"), fmt)
-    except (doctor.TranscriptError, UnicodeDecodeError) as exc:
-        st.warning(f"{t('doctor_fix.cannot')} {exc}", icon=":material/warning:")
+    if not fix.fixable(analysis):  # the log is not parsed again (a 42 MB log held 3.13 GB instead of 1.28)
+        _nothing(fix.left_causes(analysis), t)
+        return
+    key = f"doctor_fix_log_{digest}"
+    if key not in st.session_state:  # fixed once per input, not again on every rerun
+        try:
+            st.session_state[key] = fix.fix_log(name, data.decode("utf-8"), fmt, transcript, analysis)
+        except (doctor.TranscriptError, UnicodeDecodeError) as exc:
+            st.session_state[key] = str(exc)
+    fixed: fix.FixedLog | str = st.session_state[key]
+    if isinstance(fixed, str):
+        st.warning(f"{t('doctor_fix.cannot')} {fixed}", icon=":material/warning:")
         return
     if not fixed.fixed:
-        left = ", ".join(t(f"cause.{c}") for c in fixed.left) or t("cause.none")
-        st.info(t("doctor_fix.nothing", left=left), icon=":material/info:")
+        _nothing(fixed.left, t)
         return
     for cause in fixed.fixed:
         st.markdown(f"- {t(f'doctor_fix.did.{cause}')}")

@@ -8,9 +8,12 @@ from typing import Any
 import httpx
 import streamlit as st
 
+from core.backends.connect import Connection, Target
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
+from core.experiments.base import Source
 from core.hosting import Refused
+from core.runs.admission import Admission, admit
 from core.runs.recording import metered
 from core.runs.runner import BackgroundRun
 from ui.runs.contract import ExperimentPlan
@@ -20,7 +23,7 @@ from ui.runs.saved import (
     latest_saved,
     start_saving,
 )
-from ui.runs.visitor import finish_run, ledger, page_alive_probe, visitor_id
+from ui.runs.visitor import finish_run, ledger, line, page_alive_probe, visitor_id
 from ui.session import hosted
 from ui.sidebar.target import connect, current_target, key_source
 from ui.text import texts
@@ -31,34 +34,42 @@ def history(experiment: str) -> list[BackgroundRun]:
 
 
 def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
-    """Check the budgets, open a connection and start a run in the background; show why not otherwise."""
+    """Admit the run (`core.runs.admission.admit`: the hosted demo's limits, URL guard and budgets), open a
+    connection and start it in the background; show why not otherwise."""
     t = texts()
     if plan.plan.requests == 0:
         st.warning(t("common.nothing_to_run"))
         return None
     try:
-        hosted().check_run(plan.plan.requests, plan.plan.tokens)
+        target = current_target(plan.slots)
+        visitor, whose_key = visitor_id(), key_source(target)
+        admission = admit(plan.plan, target, visitor, whose_key, hosted(), ledger())
+        conn = connect(target)
     except Refused as exc:
         st.error(t.refusal(exc), icon=":material/block:")
         return None
-    try:
-        target = current_target(plan.slots)
-        conn = connect(target)
     except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
-        st.error(f"{t('common.backend_error')} {t.refusal(exc) if isinstance(exc, Refused) else exc}")
+        st.error(f"{t('common.backend_error')} {exc}")
         return None
     try:
         source = plan.make_source(conn)
     except ValueError as exc:  # a document or settings that cannot run (DocumentError, Refused)
-        conn.close()
-        st.error(t.refusal(exc) if isinstance(exc, Refused) else str(exc))
+        _refused(admission, conn, t.refusal(exc) if isinstance(exc, Refused) else str(exc))
         return None
+    return _start(plan, conn, source, target, admission, visitor, whose_key)
 
+
+def _refused(admission: Admission, conn: Connection, sentence: str, icon: str | None = None) -> None:
+    admission.settle([])  # nothing was sent: the reservation goes back
+    conn.close()
+    st.error(sentence, icon=icon)
+
+
+def _start(plan: ExperimentPlan, conn: Connection, source: Source, target: Target, admission: Admission,
+           visitor: str, whose_key: str) -> BackgroundRun | None:
+    t, settings = texts(), hosted()
     label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
               time=datetime.now().strftime("%H:%M:%S"))
-    settings, visitor, whose_key = hosted(), visitor_id(), key_source(target)
-    budgets = ledger()
-    spend = None
     run_settings = {**conn.describe(), **plan.settings}
     run_id, rows = start_saving(plan.experiment, run_settings, label,  # saved round by round, as the worker gets them
                                 metered(source, target.url or "", run_settings),  # + "cpu": the server's share
@@ -66,24 +77,19 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
 
     def finished() -> None:
         try:  # close the connection, charge what the run sent, one line in the operator's log
-            finish_run(run, conn, plan.plan, budgets, spend, whose_key)
+            finish_run(run, conn, admission, whose_key)
         finally:  # a failing close must not leave the saved run "running" while this process lives
             finish_saving(run)
 
     try:
-        if settings.hosted and whose_key != "typed":  # every run not on the visitor's own key: the demo's budgets
-            spend = budgets.reserve(visitor, plan.plan.tokens, settings)
         run = BackgroundRun(plan.experiment, run_settings, rows, connection=conn, lock_key=target.lock_key(),
                             planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
                             on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
-                            visitor=visitor, busy_slots=conn.busy_slots)
+                            visitor=visitor, busy_slots=conn.busy_slots, line=line())
         run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor, settings.max_waiting_runs)
     except Refused as exc:
-        if spend is not None:
-            budgets.settle(spend, 0)
-        conn.close()
         forget(run_id)
-        st.error(t.refusal(exc), icon=":material/block:")
+        _refused(admission, conn, t.refusal(exc), ":material/block:")
         return None
     history(plan.experiment).append(run)
     return run

@@ -28,6 +28,7 @@ from ui.runs.contract import DrawRuns, Records
 from ui.runs.controls import history
 from ui.runs.downloads import EXPLAINED_COLUMNS, ROUNDS, offer_downloads
 from ui.runs.saved import (
+    run_store,
     saved_compare,
     saved_list,
     store_notice,
@@ -113,14 +114,17 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
     try:
         while True:
             snap = run.snapshot()
+            unsaved = run_store().problem if run_store().unsaved else ""  # the database gone mid-run: said now
             line = (snap.status, len(snap.rows), snap.progress, snap.warning, snap.queue_position,
-                    snap.expected_wait_s, run.cancel.is_set())
+                    snap.expected_wait_s, run.cancel.is_set(), unsaved)
             if line != shown_line:  # the browser re-renders what it is sent: send the status only when it changed
                 shown_line = line
                 with status_box.container():
                     _status(t, run, snap, records)
                     if snap.warning:
                         st.warning(snap.warning, icon=":material/warning:")
+                    if unsaved:
+                        st.warning(t("runs.store_problem", problem=unsaved), icon=":material/database:")
             else:
                 heartbeat.empty()  # an element costing the browser nothing, so a click on Stop is still heard
             new_round, seen_rows = len(snap.rows) != seen_rows, len(snap.rows)  # the worker waits for it now

@@ -15,7 +15,6 @@ import re
 import secrets
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -26,6 +25,7 @@ from core.report import build_report
 from core.runs import RUNNING, STOPPED, BackgroundRun, Source
 from core.runs.recording import recorded
 from core.store import (
+    AUTHOR_ENV,
     CUT,
     ENV,
     MEASURED,
@@ -38,6 +38,7 @@ from core.store import (
     machine_name,
     open_store,
 )
+from core.store.dates import run_date
 from ui.session import hosted, secret
 from ui.text import Texts, language
 
@@ -47,13 +48,17 @@ _VISITOR_ID = re.compile(r"^[A-Za-z0-9_-]{22,64}$")
 
 
 @st.cache_resource(show_spinner=False)
-def _open(location: str) -> RunStore:
-    return open_store(location)
+def _open(location: str, author: str) -> RunStore:
+    store = open_store(location)
+    if author:
+        store.author = author
+    return store
 
 
 def run_store() -> RunStore:
-    """The store this app writes to: ``PREFILL_LAB_DB`` from the secrets or the environment, else the default."""
-    return _open(secret(ENV) or default_location())
+    """The store this app writes to: ``PREFILL_LAB_DB`` from the secrets or the environment, else the default;
+    its runs' author ``PREFILL_LAB_AUTHOR`` from either, else the store's default (`core.store.db.default_author`)."""
+    return _open(secret(ENV) or default_location(), secret(AUTHOR_ENV) or "")
 
 
 def visitor() -> str | None:
@@ -109,13 +114,15 @@ def as_run(saved: SavedRun) -> BackgroundRun:
 
 
 def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = False) -> pd.DataFrame:
-    """What the lists show: label, machine, model, date, rounds, status, source."""
+    """What the lists show: label, machine (and author, on a team's store), model, date, rounds, status, source."""
+    authors = any(run.author for run in runs)
     return pd.DataFrame([{
         t("runs.col_label"): run.label,
         **({t("runs.col_experiment"): run.experiment} if experiment_column else {}),
         t("runs.col_machine"): machine_name(run.machine),
+        **({t("runs.col_author"): run.author} if authors else {}),
         t("runs.col_model"): run.model,
-        t("runs.col_date"): datetime.fromtimestamp(run.started_at).strftime("%Y-%m-%d %H:%M"),
+        t("runs.col_date"): run_date(run.started_at),
         t("runs.col_rounds"): run.rounds,
         t("runs.col_status"): t(f"runs.status_{run.status}"),
         t("runs.col_source"): t(f"runs.source_{run.source}"),
@@ -123,7 +130,8 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
 
 
 def choice_label(run: SavedRun) -> str:
-    return f"{run.label} · {machine_name(run.machine)} · {datetime.fromtimestamp(run.started_at):%Y-%m-%d %H:%M}"
+    by = f" · {run.author}" if run.author else ""
+    return f"{run.label} · {machine_name(run.machine)}{by} · {run_date(run.started_at)}"
 
 
 def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
@@ -143,8 +151,10 @@ def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
 
 
 def store_notice(t: Texts) -> None:
-    """Say when runs are not being saved to disk, and why."""
+    """Say when runs are not being saved, and why (after trying once more to write what waits)."""
     store = run_store()
+    if store.unsaved:
+        store.flush()
     if store.problem:
         st.warning(t("runs.store_problem", problem=store.problem), icon=":material/database:")
 
@@ -177,9 +187,10 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     store = run_store()
     views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]
     ids = [c for c in chosen if not c.startswith("session:")]
-    here = machine_name(machine_info())
-    labels = {r.id: r.label if machine_name(r.machine) == here else f"{r.label} · {machine_name(r.machine)}"
-              for r in runs}  # another machine's run says which on the chart
+    here, me = machine_name(machine_info()), store.author
+    labels = {r.id: " · ".join([r.label, *([machine_name(r.machine)] if machine_name(r.machine) != here else []),
+                                *([r.author] if r.author and r.author != me else [])])
+              for r in runs}  # another machine's or another author's run says whose on the chart
     records = store.records_of(ids)
     return ids, views + [RunView(labels[i], records[i]) for i in ids]
 

@@ -2,7 +2,9 @@
 
 A visitor is one browser: the hash of Streamlit's XSRF cookie, which a reload keeps (a tab's session
 id does not), else the connection's address, else the session. Its runs are counted against the
-per-visitor limits; the operator's key is budgeted per visitor and per hour (`core.hosting.TokenLedger`).
+per-visitor limits; the operator's key is budgeted per visitor and per hour. The budgets and the line of runs
+live in the run store (`core.store.ledger`, `core.store.leases`), shared by every process and replica and kept
+across restarts, unless the operator keeps runs in memory (``PREFILL_LAB_DB = ":memory:"``): then in this process.
 
 Whether a page is still connected is asked of Streamlit's runtime (`is_active_session`, safe from
 any thread), never through ``st.*``: a run's watcher thread polls it and stops a run whose page
@@ -23,9 +25,14 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from core.backends.connect import Connection
-from core.experiments.base import Plan
-from core.hosting import Spend, TokenLedger, log_run, spent_tokens
-from core.runs.runner import STOPPED, BackgroundRun
+from core.hosting import Ledger, TokenLedger, log_run
+from core.runs.admission import Admission
+from core.runs.runner import QUEUE, STOPPED, BackgroundRun, Line
+from core.store import ENV, MEMORY, default_location
+from core.store.leases import LeaseLine
+from core.store.ledger import StoreLedger
+from ui.runs.saved import run_store
+from ui.session import hosted, secret
 
 RECONNECT_S = 150.0  # Streamlit keeps a closed session for a reconnect for 2 minutes; then it cannot return
 SWEEP_S = 15.0
@@ -67,9 +74,23 @@ def page_alive_probe() -> Callable[[], bool]:
 
 
 @st.cache_resource(show_spinner=False)
-def ledger() -> TokenLedger:
-    """The operator's token budgets: one per server process, shared by every session."""
-    return TokenLedger()
+def _budgets_and_line(location: str, lease_s: float) -> tuple[Ledger, Line]:
+    store = run_store()
+    if location == MEMORY:  # the operator keeps nothing on disk: one process, its own budgets and line
+        return TokenLedger(), QUEUE
+    if not store.on_disk:  # the store asked for could not be opened: budgets fail closed, the cap holds here
+        return StoreLedger(store.db, down=store.problem), QUEUE
+    return StoreLedger(store.db), LeaseLine(store.db, lease_s)
+
+
+def ledger() -> Ledger:
+    """The operator's token budgets, shared by every session (and, in a store, every replica)."""
+    return _budgets_and_line(secret(ENV) or default_location(), hosted().lease_s)[0]
+
+
+def line() -> Line:
+    """The cap on runs at once and the waiting line, shared by every session (and, in a store, every replica)."""
+    return _budgets_and_line(secret(ENV) or default_location(), hosted().lease_s)[1]
 
 
 class UploadJanitor:
@@ -114,13 +135,11 @@ def free_uploads_when_gone() -> None:
         upload_janitor().watch(sid)
 
 
-def finish_run(run: BackgroundRun, conn: Connection, plan: Plan, budgets: TokenLedger, spend: Spend | None,
-               whose_key: str) -> None:
-    """In the run's worker once it ends: close its connection, charge what it sent, log one line for the operator."""
+def finish_run(run: BackgroundRun, conn: Connection, admission: Admission, whose_key: str) -> None:
+    """In the run's worker once it ends: close its connection, charge what it sent (`Admission.settle`), log one
+    line for the operator."""
     conn.close()
-    tokens = spent_tokens(run.rows, plan.tokens, plan.steps)
-    if spend is not None:
-        budgets.settle(spend, tokens)
+    tokens = admission.settle(run.rows)
     outcome = run.ended_because if run.ended_because and run.status == STOPPED else run.status
     log_run(run.experiment, conn.name, str(conn.info.get("model") or conn.backend.model), conn.backend.base_url,
             whose_key, run.visitor, tokens, outcome, run.seconds, len(run.rows))

@@ -30,6 +30,8 @@ from ui.sidebar.engine import embedded_server, llama_status, start_embedded
 from ui.sidebar.models import model_picker
 from ui.text import LANG_KEY, Texts, texts
 
+__all__ = ["render_sidebar"]
+
 
 def render_sidebar() -> None:
     settings = hosted()

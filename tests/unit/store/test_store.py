@@ -1,4 +1,6 @@
-"""The run store (core/store): rounds written as they come, cut runs, keys kept out, and every fault of its file."""
+"""The run store (core/store): rounds written as they come, cut runs, keys kept out, and every fault of its file.
+
+A test taking ``location`` runs on both engines: a SQLite file and a fresh PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from core.experiments.output_length import ID as OUTPUT
 from core.experiments.prefix_cache import ID as CACHE
 from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
 from core.records import RoundResult, renamed
+from core.report import ContentWords, build_report
 from core.runs.runner import DONE, RUNNING, STOPPED
 from core.store import (
     CUT,
@@ -37,8 +40,10 @@ from core.store import (
     read_export,
 )
 from core.store.db import VISITOR_KEEP_S
+from core.store.engine import is_url
 from core.store.schema import SCHEMA_VERSION
 from tests.support import ROOT
+from tests.support.stores import contents
 
 KEY = "sk-test-very-secret-4242"
 
@@ -56,29 +61,28 @@ def db(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "data" / "runs.sqlite"
 
 
-def test_a_run_is_written_round_by_round_and_read_back(db: Path) -> None:
-    store = open_store(str(db))
+def test_a_run_is_written_round_by_round_and_read_back(location: str) -> None:
+    store = open_store(location)
     assert store.problem == "" and store.on_disk
+    other = open_store(location)  # a second connection (another process would see the same)
     run_id = store.begin(CACHE, {"backend": "api", "model": "m"}, label="first")
     for row in rounds(3):
         store.add(run_id, row)
-        # a second connection (another process would see the same) reads the round at once
-        other = sqlite3.connect(db)
-        assert other.execute("SELECT COUNT(*) FROM rounds WHERE run_id = ?", (run_id,)).fetchone()[0] == row.round
-        other.close()
+        assert other.get(run_id).rounds == row.round  # type: ignore[union-attr]  # read at once
     store.finish(run_id, DONE, {"median_ttft_ms": 20.0})
-    again = open_store(str(db))
+    again = open_store(location)
     saved = again.get(run_id)
     assert saved is not None and saved.status == DONE and saved.rounds == 3
     assert saved.summary == {"median_ttft_ms": 20.0}
     assert saved.machine["cores"] == os.cpu_count() and saved.machine["cpu"]
     assert again.records(run_id) == rounds(3)
-    assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert sqlite3.connect(db).execute("SELECT version FROM schema_version").fetchone()[0] == SCHEMA_VERSION
+    assert again.db.execute("SELECT version FROM schema_version").scalar() == SCHEMA_VERSION
+    if not is_url(location):
+        assert sqlite3.connect(location).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_newest_first_filtered_by_experiment_with_reference_run(db: Path) -> None:
-    store = open_store(str(db))
+def test_newest_first_filtered_by_experiment_with_reference_run(location: str) -> None:
+    store = open_store(location)
     old = store.begin(CACHE, {}, label="old", started_at=time.time() - 60)
     new = store.begin(CACHE, {}, label="new")
     store.begin(INPUT, {}, label="other experiment")
@@ -91,27 +95,26 @@ def test_newest_first_filtered_by_experiment_with_reference_run(db: Path) -> Non
     assert store.delete(old) and store.get(old) is None and store.records(old) == []
 
 
-def test_no_key_reaches_the_file(db: Path) -> None:
-    store = open_store(str(db))
+def test_no_key_reaches_the_store(location: str) -> None:
+    store = open_store(location)
     settings = {"backend": "api", "model": "m", "api_key": KEY, "headers": {"authorization": f"Bearer {KEY}"},
                 "base_url": f"https://example.test/v1?key={KEY}"}
     run_id = store.begin(OUTPUT, settings, label=f"run with {KEY}", secrets=[KEY])
     store.add(run_id, RoundResult(OUTPUT, 1, error=f"401 Unauthorized: invalid key {KEY}"))
     store.finish(run_id, DONE)
     store.close()
-    for path in db.parent.iterdir():
-        assert KEY.encode() not in path.read_bytes(), path
-    saved = RunStore.open(str(db)).get(run_id)
+    assert b"401 Unauthorized: invalid key ***" in contents(location) and KEY.encode() not in contents(location)
+    saved = RunStore.open(location).get(run_id)
     assert saved is not None and "api_key" not in saved.settings and "***" in saved.settings["base_url"]
 
 
 @pytest.mark.slow
-def test_a_killed_writer_leaves_its_rounds_and_a_cut_run(db: Path) -> None:
+def test_a_killed_writer_leaves_its_rounds_and_a_cut_run(location: str) -> None:
     script = textwrap.dedent(f"""
         import os, signal
         from core.store import open_store
         from core.records import RoundResult, renamed
-        store = open_store({str(db)!r})
+        store = open_store({location!r})
         run_id = store.begin("cache", {{}}, label="killed")
         for i in (1, 2):
             store.add(run_id, RoundResult("cache", i, ttft_ms=5.0))
@@ -121,10 +124,10 @@ def test_a_killed_writer_leaves_its_rounds_and_a_cut_run(db: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGKILL
     run_id = proc.stdout.strip()
-    saved = open_store(str(db)).get(run_id)
+    saved = open_store(location).get(run_id)
     assert saved is not None and saved.status == CUT and saved.rounds == 2 and saved.finished_at is None
     # while its writer lives, the same kind of run is running, not cut
-    live = open_store(str(db))
+    live = open_store(location)
     assert live.get(live.begin(CACHE, {}, label="live")).status == RUNNING  # type: ignore[union-attr]
 
 
@@ -264,22 +267,22 @@ WRITER = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_processes_writing_at_once_lose_and_mix_nothing(db: Path) -> None:
-    open_store(str(db)).close()
+def test_processes_writing_at_once_lose_and_mix_nothing(location: str) -> None:
+    open_store(location).close()
     n = 300
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(db), f"writer{i}", str(n)], cwd=ROOT,
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, location, f"writer{i}", str(n)], cwd=ROOT,
                                 stdout=subprocess.PIPE, text=True) for i in range(3)]
     results = [w.communicate(timeout=120)[0].split() for w in writers]
     assert all(w.returncode == 0 for w in writers) and all(problem == "ok" for _, problem in results)
-    store = open_store(str(db))
+    store = open_store(location)
     for i, (run_id, _) in enumerate(results):
         records = store.records(run_id)
         assert [r.round for r in records] == list(range(1, n + 1))  # type: ignore[attr-defined]
         assert {r.strategy for r in records} == {f"writer{i}"}  # type: ignore[attr-defined]
 
 
-def test_visitors_see_only_their_runs_and_keep_them_a_day(db: Path) -> None:
-    store = open_store(str(db))
+def test_visitors_see_only_their_runs_and_keep_them_a_day(location: str) -> None:
+    store = open_store(location)
     mine = store.begin(CACHE, {}, label="mine", owner="visitor-a")
     theirs = store.begin(CACHE, {}, label="theirs", owner="visitor-b")
     old = store.begin(CACHE, {}, label="old", owner="visitor-a", started_at=time.time() - VISITOR_KEEP_S - 60)
@@ -294,8 +297,8 @@ def test_visitors_see_only_their_runs_and_keep_them_a_day(db: Path) -> None:
     assert store.get(theirs) is not None and store.get(local) is not None
 
 
-def test_import_app_and_cli_exports(db: Path) -> None:
-    store = open_store(str(db))
+def test_import_app_and_cli_exports(location: str) -> None:
+    store = open_store(location)
     ids = import_export(store, EMBEDDED_DEFAULT.read_text(), EMBEDDED_DEFAULT.name)
     experiments = sorted(store.get(i).experiment for i in ids)  # type: ignore[union-attr]
     assert experiments == sorted([INPUT, OUTPUT, CACHE])
@@ -310,8 +313,8 @@ def test_import_app_and_cli_exports(db: Path) -> None:
     assert got == old and old[0]["experiment"] == CACHE  # fields added since the export keep their defaults
 
 
-def test_export_round_trip_keeps_label_machine_and_records(db: Path, tmp_path: Path) -> None:
-    store = open_store(str(db))
+def test_export_round_trip_keeps_label_machine_and_records(location: str, tmp_path: Path) -> None:
+    store = open_store(location)
     run_id = store.begin(CACHE, {"backend": "local"}, label="laptop", machine={"cpu": "Test CPU", "cores": 8})
     for row in rounds(4):
         store.add(run_id, row)
@@ -344,8 +347,8 @@ def test_export_round_trip_keeps_label_machine_and_records(db: Path, tmp_path: P
     ('{"levels": [\n {"concurrency": 1, "output_tokens": "many"}]}',
      "bad.json, line 2 (level 1): 'output_tokens' should be int"),
 ])
-def test_import_refuses_by_name_and_line(db: Path, text: str, expected: str) -> None:
-    store = open_store(str(db))
+def test_import_refuses_by_name_and_line(location: str, text: str, expected: str) -> None:
+    store = open_store(location)
     before = len(store.runs())
     with pytest.raises(ImportRefused) as refused:
         import_export(store, text, "bad.json")
@@ -353,12 +356,12 @@ def test_import_refuses_by_name_and_line(db: Path, text: str, expected: str) -> 
     assert len(store.runs()) == before  # nothing half-imported
 
 
-def test_import_checks_every_run_before_writing_any(db: Path) -> None:
+def test_import_checks_every_run_before_writing_any(location: str) -> None:
     data = json.loads(EMBEDDED_DEFAULT.read_text())
     data["rounds"][-1]["ttft_ms"] = "fast"
     with pytest.raises(ImportRefused, match="'ttft_ms' should be float or null"):
         read_export(json.dumps(data, indent=2), "edited.json")
-    store = open_store(str(db))
+    store = open_store(location)
     with pytest.raises(ImportRefused):
         import_export(store, json.dumps(data, indent=2), "edited.json")
     assert [r.id for r in store.runs()] == [REFERENCE_ID]
@@ -387,9 +390,19 @@ def test_a_disk_that_fills_during_a_run_is_said_not_raised(tmp_path: Path) -> No
         for i in range(1, 401):  # about 2 MB of rounds into 512 kB
             store.add(run_id, RoundResult(CACHE, i, error="x" * 5000))
         store.finish(run_id, DONE)
-        assert "could not be written" in store.problem and "full" in store.problem
+        assert "cannot be used now (database or disk is full)" in store.problem and store.unsaved > 0
         saved = store.get(run_id)
         assert saved is not None and 0 < saved.rounds < 400
         store.close()
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_report_of_saved_runs(location: str) -> None:
+    """What the Saved runs page and ``python -m core report`` build: every run's label, machine and rounds."""
+    store = open_store(location)
+    ids = import_export(store, EMBEDDED_DEFAULT.read_text(), EMBEDDED_DEFAULT.name)
+    entries = [(saved, store.records(saved.id)) for run_id in [*ids, REFERENCE_ID]
+               if (saved := store.get(run_id)) is not None]
+    html = build_report(entries, ContentWords("en"), "en")
+    assert len(entries) == 4 and all(saved.label in html for saved, _ in entries) and "Mac Studio" in html

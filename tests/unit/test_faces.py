@@ -1,0 +1,25 @@
+"""The packages' faces: what each package's ``__init__`` exports is pinned here, and every name exists, so a change
+to what callers may import from a package is a change to this file too (httpx's test_exported_members)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+FACES = {
+    "core.experiments": ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "records_key"],
+    "core.charts": ["CHARTS", "ChartsOf", "RunView"],
+    "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "RunContext",
+                  "Snapshot", "Source"],
+    "core.report": ["VENDORED", "ContentWords", "Words", "build_report"],
+    "ui.runs": ["ExperimentPlan", "Records", "explain", "preview", "run_controls", "show_run"],
+    "ui.sidebar": ["render_sidebar"],
+}
+
+
+@pytest.mark.parametrize("package", list(FACES))
+def test_a_package_exports_exactly_its_face(package: str) -> None:
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == sorted(FACES[package])
+    assert all(hasattr(module, name) for name in module.__all__)

@@ -165,18 +165,6 @@ def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dic
         args.csv.write_text(to_csv(settings, records.get("rounds") or next(iter(records.values()), [])))
 
 
-def unsaved(store: RunStore | None) -> bool:
-    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
-    if store is None or not store.unsaved:
-        return False
-    store.flush()
-    if not store.unsaved:
-        return False
-    print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
-          f"{store.failing}. Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)
-    return True
-
-
 def run_experiments(args: argparse.Namespace) -> int:
     only: list[str] = list(dict.fromkeys(args.only or DEFAULT_RUN))  # each experiment once, in the order given
     specs = [EXPERIMENTS[name] for name in only]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.backends.usage import find_usage, read_timings, read_usage
-from core.doctor import traces
+from core.doctor import exports, traces
 from core.doctor.diagnostics import provider_diagnosis
 from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
@@ -282,7 +282,7 @@ def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
         raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
                               f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
     try:
-        trace = traces.read_text(text, name)
+        trace = exports.read_text(text, name)
     except traces.TraceError as exc:
         raise TranscriptError(str(exc)) from None
     if trace is not None:

@@ -26,10 +26,10 @@ import base64
 import functools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from core.backends.usage import count
 from core.doctor.formats import chat_round
@@ -44,7 +44,9 @@ TRUNCATION_MARKS = ("...[truncated]", "[TRUNCATED]", "…[truncated]", "... (tru
 # this long was most likely cut there
 CUT_LENGTHS = frozenset(2 ** n for n in range(10, 21)) | frozenset({1000, 2000, 4000, 5000, 8000, 10000, 12000, 16000,
                                                                     32000, 64000, 100000})
+T = TypeVar("T")
 FUNCTION_TOOL = ("function", "custom", None)
+TOOL_FIELDS = ("tool_calls", "tool_call_id", "function_call", "tool_use", "tool_result")  # `Block.field`s of calls
 
 
 class TraceError(ValueError):
@@ -202,7 +204,7 @@ def _text(key: str, value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
+def genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A GenAI semconv message (``role``, ``parts``) as a Chat Completions message."""
     out: dict[str, Any] = {"role": message.get("role", "user")}
     texts, calls = [], []
@@ -215,7 +217,7 @@ def _genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
                 "name": part.get("name"), "arguments": json.dumps(part.get("arguments"), ensure_ascii=False)}})
         elif kind == "tool_call_response":
             out["tool_call_id"] = part.get("id")
-            texts.append(_text(key, part.get("response", "")))
+            texts.append(_text(key, part.get("response", part.get("result", ""))))  # pydantic-ai: result
         elif kind == "reasoning":
             out["reasoning_content"] = _text(key, part.get("content", ""))
         else:
@@ -236,10 +238,10 @@ def _chat_tool(tool: Any) -> Any:
 
 def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     system = _json(attributes, "gen_ai.system_instructions")
-    messages = [_genai_message(m, "gen_ai.input.messages") for m in _json(attributes, "gen_ai.input.messages", [])]
+    messages = [genai_message(m, "gen_ai.input.messages") for m in _json(attributes, "gen_ai.input.messages", [])]
     if system:
         parts = system if isinstance(system, list) else [{"type": "text", "content": system}]
-        messages.insert(0, _genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
+        messages.insert(0, genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
     definitions = attributes.get("gen_ai.tool.definitions")
     if definitions is None and "llm.request.functions.0.name" in attributes:  # LiteLLM: OpenLLMetry's tool keys
         return messages, _openllmetry(attributes)[1]
@@ -332,6 +334,25 @@ def _provider_tools(tools: list[Any] | None) -> list[str]:
     return out
 
 
+def check_round(round_: Round) -> None:
+    """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool, tool calls without the
+    tool definitions."""
+    if not any(b.text for m in round_.messages for b in m.blocks):
+        raise Gap("the span records no prompt (content capture is off in this instrumentation)")
+    provider_side = _provider_tools(round_.raw_tools)
+    if provider_side:
+        raise Gap(f"a provider-side tool ({', '.join(provider_side)}): what it adds is not in the span")
+    calls = any(b.field in TOOL_FIELDS or b.text.startswith("<tool_call_id>") for m in round_.messages
+                for b in m.blocks)
+    if calls and round_.raw_tools is None:
+        raise Gap("the span records tool calls but not the tool definitions")
+
+
+def gap_round(model: Any, where: str) -> Round:
+    """The stand-in for a round whose prompt the record does not hold (`Round.gap` says why)."""
+    return chat_round({"model": model, "messages": [{"role": "user", "content": ""}]}, where)
+
+
 def span_round(span: Span, kind: str) -> Round:
     """One LLM span as a round; what it lacks becomes `Round.gap` (the round is kept, with no verdict)."""
     attributes = span.attributes
@@ -344,28 +365,21 @@ def span_round(span: Span, kind: str) -> Round:
     gap = None
     try:
         messages, tools = READERS[kind](attributes)
-        if not messages:
-            raise Gap("the span records no prompt (content capture is off in this instrumentation)")
-        provider_side = _provider_tools(tools)
-        if provider_side:
-            raise Gap(f"a provider-side tool ({', '.join(provider_side)}): what it adds is not in the span")
-        calls = any(m.get("tool_calls") or m.get("tool_call_id") for m in messages)
-        if calls and tools is None:
-            raise Gap("the span records tool calls but not the tool definitions")
+        round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}]}, span.where)
+        if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
+            round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
+        check_round(round_)
     except Gap as exc:
         gap = str(exc)
-        messages, tools = [{"role": "user", "content": ""}], None
-    round_ = chat_round({"model": model, "messages": messages}, span.where)
-    if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
-        round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
-    round_.endpoint = _endpoint(attributes)
+        round_ = gap_round(model, span.where)
+    round_.endpoint = span_endpoint(attributes)
     round_.time = datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc) if span.start_ns else None
     round_.measured = None if gap else _usage(attributes, kind)
     round_.gap = gap
     return round_
 
 
-def _endpoint(attributes: Mapping[str, Any]) -> str:
+def span_endpoint(attributes: Mapping[str, Any]) -> str:
     """The server a span called, where it says (it chooses the provider's caching rule, as a log's URL does)."""
     base = attributes.get("gen_ai.openai.api_base")
     if isinstance(base, str) and "://" in base:
@@ -376,6 +390,14 @@ def _endpoint(attributes: Mapping[str, Any]) -> str:
 
 def _session(span: Span) -> str | None:
     return next((str(span.attributes[k]) for k in SESSION_KEYS if span.attributes.get(k)), None)
+
+
+def in_conversations(items: list[T], conversation: Callable[[T], str], start: Callable[[T], float]) -> list[T]:
+    """Items grouped by conversation, the conversations in the order they began, each in time order."""
+    begun: dict[str, float] = {}
+    for item in sorted(items, key=start):
+        begun.setdefault(conversation(item), start(item))
+    return sorted(items, key=lambda item: (begun[conversation(item)], conversation(item), start(item)))
 
 
 def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
@@ -398,10 +420,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     def conversation(span: Span) -> str:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
-    begun: dict[str, int] = {}
-    for span, _ in sorted(found, key=lambda item: item[0].start_ns):
-        begun.setdefault(conversation(span), span.start_ns)
-    found.sort(key=lambda item: (begun[conversation(item[0])], conversation(item[0]), item[0].start_ns))
+    found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
     rounds, errors = [], []
     for span, kind in found:
         try:

@@ -1,0 +1,350 @@
+"""Observability tools' own exports as rounds: Langfuse's generations and LangSmith's LLM runs, read beside the
+OTLP traces of `traces` (one registry, `FAMILIES`; the doctor's input reader calls `read_text` and never asks which).
+
+- **Langfuse**: a trace as the UI's *Download JSON* writes it (``{"trace": ..., "observations": [...]}``), a list of
+  observations (the table export as JSON or JSONL), or an API page (``{"data": [...]}``). Each ``GENERATION`` is one
+  round. Its ``input`` is whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool
+  definitions Langfuse appends as ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry
+  instrumentations), Responses items (OpenAI Agents, with ``modelParameters.instructions``). Anything else (text
+  flattened to "role: content" lines, an SDK object's repr) is named and gets no verdict. A generation Langfuse
+  took in over OpenTelemetry keeps the span's attributes in ``metadata.attributes``: where they hold the whole
+  prompt they are read as `traces` reads a span (tool definitions, a conversation id included), else the input
+  is. ``usageDetails``: Langfuse
+  counts ``input`` without the cached and cache-written tokens (their own ``input_*`` keys), so the prompt is
+  their sum.
+- **LangSmith**: runs as ``Client.list_runs`` returns them (a JSON list, ``{"runs": [...]}``, or one per line). Each
+  ``run_type: llm`` run is one round: ``inputs.messages`` (chat dicts, or LangChain's serialized messages),
+  ``extra.invocation_params`` (model, tools), usage from ``outputs`` (``usage_metadata`` with
+  ``input_token_details.cache_read``) or the run's own ``prompt_tokens``/``prompt_token_details``.
+
+Conversations: Langfuse's session, else the trace; LangSmith's thread (``thread_id``, ``session_id`` or
+``conversation_id`` in the run's metadata: LangSmith's own ``session_id`` is the project), else the trace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from core.backends.usage import count
+from core.doctor import traces
+from core.doctor.formats import read_body
+from core.doctor.model import Measured, Round, Transcript
+
+LANGFUSE, LANGSMITH = "Langfuse", "LangSmith"
+LANGFUSE_CACHED = ("input_cache_read", "input_cached_tokens", "cache_read_input_tokens")  # Langfuse's normalized keys
+LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "function",
+                   "HumanMessage": "user", "AIMessage": "assistant", "SystemMessage": "system",
+                   "ToolMessage": "tool", "AIMessageChunk": "assistant", "FunctionMessage": "function"}
+THREAD_KEYS = ("thread_id", "session_id", "conversation_id")  # LangSmith's documented thread metadata keys
+
+
+@dataclass
+class Record:
+    """One LLM call of an export: where it is, its conversation, when it began, and the call itself."""
+
+    where: str
+    conversation: str
+    trace: str
+    start: datetime | None
+    data: Mapping[str, Any]
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    """A JSON object, or an empty one where the record holds something else."""
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass
+class Call:
+    """What one record holds of an LLM call: the request's model, messages and parameters, and the usage."""
+
+    record: Record
+    model: Any
+    messages: Any
+    parameters: Mapping[str, Any]
+    measured: Measured | None
+    span: Mapping[str, Any] | None = None  # the OpenTelemetry span's attributes, where the record keeps them
+
+
+def _when(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00").replace(" ", "T"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _dumps(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat message as an integration recorded it, in the Chat Completions shape: LangChain keeps tool calls
+    in ``additional_kwargs`` (or ``tool_calls`` with ``args``); Langfuse parses arguments into objects."""
+    role = LANGCHAIN_ROLES.get(str(message.get("role") or message.get("type")), message.get("role") or "user")
+    out: dict[str, Any] = {"role": role, "content": message.get("content") if message.get("content") is not None
+                           else ""}
+    if not isinstance(out["content"], (str, list)):
+        out["content"] = _dumps(out["content"])
+    extra = _map(message.get("additional_kwargs"))
+    calls = message.get("tool_calls") or extra.get("tool_calls")
+    if calls:
+        out["tool_calls"] = [{"id": c.get("id"), "type": "function", "function": {
+            "name": (c.get("function") or {}).get("name", c.get("name")),
+            "arguments": _dumps((c.get("function") or {}).get("arguments", c.get("args", "")))}} for c in calls]
+    for key in ("tool_call_id", "name"):
+        if message.get(key):
+            out[key] = message[key]
+    return out
+
+
+def _definition(message: Any) -> bool:
+    """Langfuse's LangChain integration appends the tool definitions as ``role: tool`` messages."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return (message.get("role") == "tool" and not message.get("tool_call_id") and isinstance(content, Mapping)
+            and content.get("type") == "function" and "function" in content)
+
+
+def _body(model: Any, messages: Any, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A request body from a recorded input, in the format its messages show; `traces.Gap` where it holds none."""
+    if isinstance(messages, Mapping) and isinstance(messages.get("messages"), list):
+        messages = messages["messages"]
+    if messages is None:
+        raise traces.Gap("the export records no input for this call")
+    if isinstance(messages, str):
+        raise traces.Gap(f"the input is text ({len(messages):,} characters, it starts {messages[:32]!r}), not "
+                         "messages: the integration flattened them")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+        raise traces.Gap(f"the input is not a list of messages (a JSON {type(messages).__name__}): this "
+                         "integration's shape is not read")
+    if isinstance(parameters.get("instructions"), str) or any(
+            m.get("type") in ("function_call", "function_call_output", "reasoning", "message") for m in messages):
+        return {"model": model, "input": messages, **({"instructions": parameters["instructions"]}
+                                                      if isinstance(parameters.get("instructions"), str) else {})}
+    if any("parts" in m for m in messages):
+        chat = [traces.genai_message(m, "input") for m in messages]
+        return {"model": model, "messages": chat}
+    tools = [m["content"] for m in messages if _definition(m)]
+    chat = [_chat_message(m) for m in messages if not _definition(m)]
+    return {"model": model, "messages": chat, **({"tools": tools} if tools else {})}
+
+
+def _record_round(call: Call) -> Round:
+    """One LLM call as a round; what the record lacks becomes `Round.gap` (kept, no verdict), as for a span."""
+    record, model, parameters = call.record, call.model, call.parameters
+    kind = traces.family(call.span) if call.span else None
+    if call.span and kind:  # an OpenTelemetry span kept whole: read as the OTLP reader reads it, else the input
+        start = int(record.start.timestamp() * 1e9) if record.start else 0
+        spanned = traces.span_round(traces.Span(record.trace, "", start, "", dict(call.span), record.where), kind)
+        if spanned.gap is None:
+            spanned.measured = call.measured or spanned.measured
+            return spanned
+    gap = None
+    try:
+        body = _body(model, call.messages, parameters)
+        if isinstance(parameters.get("tools"), list) and "tools" not in body and "messages" in body:
+            body["tools"] = parameters["tools"]
+        round_ = read_body(body, record.where)
+        traces.check_round(round_)
+    except (traces.Gap, ValueError) as exc:
+        gap = str(exc).removeprefix(f"{record.where}: ")
+        round_ = traces.gap_round(model, record.where)
+    round_.time, round_.gap = record.start, gap
+    round_.endpoint = traces.span_endpoint(call.span or {})
+    round_.measured = None if gap else call.measured
+    return round_
+
+
+# --- Langfuse -----------------------------------------------------------------------------------------------
+
+
+def _langfuse_observations(document: Any) -> list[Mapping[str, Any]] | None:
+    if isinstance(document, Mapping):
+        if isinstance(document.get("trace"), Mapping) and isinstance(document.get("observations"), list):
+            session = document["trace"].get("sessionId")
+            return [{**o, "sessionId": o.get("sessionId") or session} for o in document["observations"]
+                    if isinstance(o, Mapping)]
+        document = document.get("data")
+    if isinstance(document, list) and document and all(
+            isinstance(o, Mapping) and "traceId" in o and "startTime" in o and "type" in o for o in document):
+        return list(document)
+    return None
+
+
+def _langfuse_usage(usage: Any) -> Measured | None:
+    if not isinstance(usage, Mapping):
+        return None
+    cached_key = next((k for k in LANGFUSE_CACHED if k in usage), None)
+    raw = "prompt_details.cache_read" in usage  # an OTel span's key kept as sent: `input` may include it
+    cached = count(usage.get(cached_key)) if cached_key else count(usage.get("prompt_details.cache_read"))
+    uncached = count(usage.get("input"))
+    if cached is None:
+        return None
+    parts = [count(v) for k, v in usage.items() if k.startswith("input_") and k != "input_audio"]
+    if uncached is None or None in parts:
+        return Measured(None, cached, cached_key or "prompt_details.cache_read")
+    if raw and not cached_key:
+        return Measured(uncached if cached == 0 else None, cached, "prompt_details.cache_read")
+    return Measured(uncached + sum(p for p in parts if p is not None), cached, cached_key or "")
+
+
+def _langfuse_call(where: str, observation: Mapping[str, Any]) -> Call | None:
+    if observation.get("type") != "GENERATION":
+        return None
+    trace = str(observation.get("traceId"))
+    span = _map(_map(observation.get("metadata")).get("attributes"))  # what Langfuse kept of an OTel span
+    session = observation.get("sessionId") or next((span[k] for k in traces.SESSION_KEYS if span.get(k)), None)
+    record = Record(f"{where} generation {str(observation.get('id'))[:16]}", str(session or trace), trace,
+                    _when(observation.get("startTime")), observation)
+    return Call(record, observation.get("model"), observation.get("input"), _map(observation.get("modelParameters")),
+                _langfuse_usage(observation.get("usageDetails")), span or None)
+
+
+# --- LangSmith ----------------------------------------------------------------------------------------------
+
+
+def _langsmith_runs(document: Any) -> list[Mapping[str, Any]] | None:
+    if isinstance(document, Mapping):
+        document = document.get("runs") if isinstance(document.get("runs"), list) else [document]
+    if isinstance(document, list) and document and all(
+            isinstance(r, Mapping) and "run_type" in r and "trace_id" in r for r in document):
+        return list(document)
+    return None
+
+
+def _langchain_messages(inputs: Any) -> Any:
+    """``inputs.messages`` as recorded: chat dicts, LangChain's serialized messages (``lc`` constructors, nested
+    one list per prompt), or ``{"type": ..., "data": ...}`` dicts."""
+    messages = inputs.get("messages") if isinstance(inputs, Mapping) else None
+    if isinstance(messages, list) and len(messages) == 1 and isinstance(messages[0], list):
+        messages = messages[0]  # a chat model's batch of one prompt
+    if not isinstance(messages, list):
+        prompts = inputs.get("prompts") if isinstance(inputs, Mapping) else None
+        return prompts[0] if isinstance(prompts, list) and len(prompts) == 1 else messages
+    out = []
+    for message in messages:
+        if isinstance(message, Mapping) and message.get("lc") == 1 and isinstance(message.get("kwargs"), Mapping):
+            kind = (message.get("id") or ["HumanMessage"])[-1]
+            message = {**message["kwargs"], "type": kind}
+        elif isinstance(message, Mapping) and isinstance(message.get("data"), Mapping) and "type" in message:
+            message = {**message["data"], "type": message["type"]}
+        out.append(message)
+    return out
+
+
+def _langsmith_usage(run: Mapping[str, Any]) -> Measured | None:
+    outputs = _map(run.get("outputs"))
+    usage = outputs.get("usage_metadata")
+    if not isinstance(usage, Mapping):
+        generations = outputs.get("generations")
+        first = generations[0] if isinstance(generations, list) and generations else None
+        first = first[0] if isinstance(first, list) and first else first
+        message = first.get("message") if isinstance(first, Mapping) else None
+        kwargs = message.get("kwargs", message) if isinstance(message, Mapping) else None
+        usage = kwargs.get("usage_metadata") if isinstance(kwargs, Mapping) else None
+    if isinstance(usage, Mapping):
+        details = usage.get("input_token_details")
+        cached = count(details.get("cache_read")) if isinstance(details, Mapping) else None
+        return None if cached is None else Measured(count(usage.get("input_tokens")), cached, "cache_read")
+    details = run.get("prompt_token_details")
+    cached = count(details.get("cache_read")) if isinstance(details, Mapping) else None
+    return None if cached is None else Measured(count(run.get("prompt_tokens")), cached, "cache_read")
+
+
+def _langsmith_call(where: str, run: Mapping[str, Any]) -> Call | None:
+    if run.get("run_type") != "llm":
+        return None
+    extra = _map(run.get("extra"))
+    metadata, parameters = _map(extra.get("metadata")), _map(extra.get("invocation_params"))
+    trace = str(run.get("trace_id"))
+    thread = next((str(metadata[k]) for k in THREAD_KEYS if metadata.get(k)), None)
+    record = Record(f"{where} run {str(run.get('id'))[:16]}", thread or trace, trace, _when(run.get("start_time")), run)
+    inputs = _map(run.get("inputs"))
+    model = (parameters.get("model") or parameters.get("model_name") or inputs.get("model")
+             or metadata.get("ls_model_name"))
+    if "tools" not in parameters and isinstance(inputs.get("tools"), list):
+        parameters = {**parameters, "tools": inputs["tools"]}
+    return Call(record, model, _langchain_messages(inputs), parameters, _langsmith_usage(run))
+
+
+# --- the registry -------------------------------------------------------------------------------------------
+
+@dataclass
+class Family:
+    """One export format: its records in a document (None: not this format), one record as an LLM call (None:
+    another kind of record), and what its LLM calls are called."""
+
+    records: Callable[[Any], list[Mapping[str, Any]] | None]
+    call: Callable[[str, Mapping[str, Any]], Call | None]
+    unit: str
+
+
+FAMILIES = {LANGFUSE: Family(_langfuse_observations, _langfuse_call, "generations"),
+            LANGSMITH: Family(_langsmith_runs, _langsmith_call, "LLM runs")}
+
+
+def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
+    """Every LLM call of one family's documents as a round, conversations in the order they began."""
+    family, found, others = FAMILIES[name], [], 0
+    for where, document in documents:
+        for item in family.records(document) or []:
+            call = family.call(where, item)
+            if call is None:
+                others += 1
+            else:
+                found.append((call.record, _record_round(call)))
+    unit = family.unit
+    ordered = [r for _, r in traces.in_conversations(found, lambda f: f[0].conversation,
+                                                       lambda f: f[0].start.timestamp() if f[0].start else 0.0)]
+    conversations = {record.conversation for record, _ in found}
+    trace_ids = {record.trace for record, _ in found}
+    named = len(conversations - trace_ids)
+    notes = [f"read as a {name} export: {len(found)} {unit}, one round each, from {len(trace_ids)} traces"
+             + (f" in {named} sessions" if named else " (no session ids)")
+             + f", grouped by session (else trace) and in time order within each; {others} other records"]
+    if ordered and not any(r.raw_tools for r in ordered):
+        notes.append(f"the {unit} record no tool definitions: a tool list that changed cannot be seen, only the "
+                     "messages are compared")
+    gaps = [r for r in ordered if r.gap]
+    if gaps:
+        notes.append(f"{len(gaps)} of {len(ordered)} {unit} do not hold their whole prompt: those rounds get no "
+                     "verdict")
+    return Transcript(ordered, [], "trace", notes)
+
+
+def _documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
+    try:
+        yield name, json.loads(text)
+        return
+    except (json.JSONDecodeError, RecursionError):
+        pass
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                yield f"{name} line {number}", json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                raise traces.TraceError(f"{name} line {number}: not valid JSON") from None
+
+
+def read_text(text: str, name: str) -> Transcript | None:
+    """An OTLP trace (`traces.read_text`), a Langfuse or a LangSmith export, else None (a request log)."""
+    otlp = traces.read_text(text, name)
+    if otlp is not None or not text.lstrip().startswith(("{", "[")):
+        return otlp
+    try:
+        documents = list(_documents(text, name))
+    except traces.TraceError:
+        return None
+    if len(documents) > 1:  # one record per line: the lines together are the export
+        documents = [(name, [d for _, d in documents])] if all(isinstance(d, Mapping) for _, d in documents) \
+            else documents
+    for name, family in FAMILIES.items():
+        if documents and all(family.records(d) is not None for _, d in documents):
+            return read_documents(name, documents)
+    return None

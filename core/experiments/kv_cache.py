@@ -462,9 +462,10 @@ def _rise(fit: LinearFit | None, low: int, high: int) -> float | None:
 
 
 def measured(records: Sequence[KvStep], way: str) -> list[KvStep]:
-    """One way's measured steps, in order, up to the first failure."""
+    """One way's measured steps, in order, up to the first failure (other experiments' records left out: the
+    command line passes every record of a run to every experiment)."""
     out: list[KvStep] = []
-    for r in sorted((r for r in records if r.way == way), key=lambda r: r.round):
+    for r in sorted((r for r in records if isinstance(r, KvStep) and r.way == way), key=lambda r: r.round):
         if r.error or r.step_ms is None:
             break
         out.append(r)
@@ -541,7 +542,9 @@ def verdict_text(records: Sequence[KvStep], t: Words) -> tuple[bool | None, str]
 
 
 def cli_lines(records: Sequence[KvStep]) -> Iterator[str]:
-    """Its summary lines on the command line."""
+    """Its summary lines on the command line (none for a run without experiment 6)."""
+    if not any(isinstance(r, KvStep) for r in records):
+        return
     found = summarize(records)
     if found is None:
         yield "Experiment 6: too few steps measured both ways to compare."

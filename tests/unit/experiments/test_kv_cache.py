@@ -75,6 +75,15 @@ def test_a_stopped_or_failed_run_is_compared_over_the_steps_both_ways_measured()
     assert kv.summarize(run_of(n=20)[:22]) is None  # the recomputed way has measured nothing yet
 
 
+def test_other_experiments_records_are_left_out():
+    """The command line hands every record of a run to every experiment's lines."""
+    from core.records import RoundResult
+
+    assert list(kv.cli_lines([RoundResult("output", 1, output_tokens=None, error="HTTP 500")])) == []
+    found = kv.summarize([RoundResult("input", 1), *run_of(n=4)])
+    assert found is not None and found.steps == 4
+
+
 def test_records_survive_an_export():
     record = run_of()[3]
     assert kv.KvStep.from_dict(record.to_dict()) == record

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 import streamlit as st
@@ -199,10 +198,3 @@ def batch_verdict_note(t: Texts, gain: float | None, shown: bool | None = None) 
         return True, t("roofline.exp4_verdict", gain=gain, bound=p.gain_bound)
     return False, t("roofline.exp4_cannot", gain=gain, bound=p.gain_bound, threshold=MIN_SHOWABLE_GAIN)
 
-
-def busy_note(t: Texts, cpu: dict[str, Any] | None) -> None:
-    """Beside a verdict: the machine was busy during the run (others took a large share of the CPU)."""
-    if cpu and cpu.get("busy"):
-        others = max(cpu["busy_s"] - cpu["server_s"] - cpu["app_s"], 0.0)
-        st.warning(t("roofline.busy", share=100 * cpu["server_share"], others=others, app=cpu["app_s"]),
-                   icon=":material/speed:")

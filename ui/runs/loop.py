@@ -23,7 +23,6 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.runs.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
-from ui.roofline import busy_note
 from ui.runs.contract import DrawRuns, Records
 from ui.runs.controls import history
 from ui.runs.downloads import EXPLAINED_COLUMNS, ROUNDS, offer_downloads
@@ -34,6 +33,15 @@ from ui.runs.saved import (
     store_notice,
 )
 from ui.text import Texts, texts
+
+
+def busy_note(t: Texts, cpu: dict[str, Any] | None) -> None:
+    """Beside a verdict: the machine was busy during the run (others took a large share of the CPU)."""
+    if cpu and cpu.get("busy"):
+        others = max(cpu["busy_s"] - cpu["server_s"] - cpu["app_s"], 0.0)
+        st.warning(t("roofline.busy", share=100 * cpu["server_share"], others=others, app=cpu["app_s"]),
+                   icon=":material/speed:")
+
 
 
 def _active(run: BackgroundRun, snap: Snapshot) -> bool:

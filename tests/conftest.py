@@ -51,8 +51,12 @@ def own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture(autouse=True)
 def fresh_run_store() -> Iterator[None]:
     """Each test's app starts with an empty in-memory run store: one test's saved run (a failed round, say)
-    must not show on the next test's page as its newest run."""
+    must not show on the next test's page as its newest run. The environment is put back too: the app writes
+    LLAMA_MODEL when a reader picks a model, and a later test's CLI would start the engine on that file."""
+    environment = dict(os.environ)
     yield
+    os.environ.clear()
+    os.environ.update(environment)
     from ui.runs import saved as store
 
     store._open.clear()

@@ -3,9 +3,12 @@ embedded llama-server."""
 
 from __future__ import annotations
 
+from statistics import median
+
 import pytest
 
 from core.backends.connect import Connection
+from core.backends.llama_server import LlamaServerBackend
 from core.backends.openai_compat import OpenAICompatBackend
 from core.backends.tokens import EstimatingTokenCounter
 from core.experiments import kv_cache as kv
@@ -119,7 +122,18 @@ def test_both_ways_on_the_embedded_server(local):
     assert found is not None and found.steps == 64 and found.prediction is not None  # every step carries its own
     assert found.same_answer, f"the answers differ from step {found.first_difference}"
     assert found.computed_cached == (1,) * 64 and found.computed_recomputed == tuple(200 + i for i in range(1, 65))
-    fit = found.recomputed_per_context
-    assert fit.slope > 0 and fit.r2 >= 0.8, f"recomputed step against context: {fit}"
-    assert abs(found.cached_rise) < 0.5 * found.recomputed_rise, (found.cached_per_context, fit)
+    # Rising with the context is checked where the rise stands above the machine's noise. Over 64 steps the
+    # context grows by a third, and on a shared 2-core VM one 200-token prefill varies by 10-20 % from send to
+    # send: the straight line's R^2 came out 0.001-0.33 on an idle CI-sized machine, and the slope within one
+    # or two standard errors of zero. So: every recomputed step costs many cached ones; the same recomputed step
+    # at 200, 400 and 800 tokens of context takes longer each time; the cached steps stay flat (medians).
+    cached = [r.step_ms or 0.0 for r in records if r.way == kv.CACHED][1:]
+    recomputed = [r.step_ms or 0.0 for r in records if r.way == kv.RECOMPUTED][1:]
+    assert median(recomputed) > 5 * median(cached), (median(recomputed), median(cached))
+    assert median(cached[-16:]) < 1.5 * median(cached[:16]), (cached[:16], cached[-16:])
+    backend = local.backend
+    assert isinstance(backend, LlamaServerBackend)
+    longer = [kv.recomputed_step(backend, kv.prompt_ids(backend, n), 0) for n in (200, 400, 800)]
+    times = [step.step_ms or 0.0 for step in longer]
+    assert [step.computed_tokens for step in longer] == [200, 400, 800] and times == sorted(times), times
     assert found.kv_bytes == 23_040 * 264 and (found.slot_tokens, found.slot_context) == (264, 4096)

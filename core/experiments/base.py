@@ -23,6 +23,7 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
 from core.backends.tokens import TokenCounter
+from core.conclusions import Conclusion, MachineState, render
 from core.export import Record, RecordType, from_json
 from core.records import RequestResult, RoundResult
 from core.words import Words
@@ -177,6 +178,22 @@ ROUNDS_TABLE = Table((("experiment", "experiment", 10), ("strategy", "strategy",
                       ("output_tokens", "output", 7), ("decode_ms", "decode_ms", 9), ("total_ms", "total_ms", 9)))
 
 
+def from_conclusion(
+    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion],
+) -> tuple[Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]],
+           Callable[[Sequence[Any], Words], tuple[bool | None, str]]]:
+    """``verdict`` and ``verdict_text`` read off an experiment's ``conclude`` (transitional, issue 31)."""
+    def verdict(records: Sequence[Any]) -> tuple[bool | None, dict[str, Any]]:
+        found = conclude(records, None)
+        return found.shown, dict(found.decided_by.values) if found.decided_by else {}
+
+    def verdict_text(records: Sequence[Any], words: Words) -> tuple[bool | None, str]:
+        found = conclude(records, None)
+        return found.shown, " ".join(render(found, words))
+
+    return verdict, verdict_text
+
+
 def _one_slot(settings: Any) -> int:
     return 1
 
@@ -200,6 +217,9 @@ class Experiment:
     summary: Callable[[Sequence[Any]], Any]  # records -> what the run measured ("no data" as None)
     verdict: Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]]  # records -> shown?, values
     verdict_text: Callable[[Sequence[Any], Words], tuple[bool | None, str]]  # shown?, the sentence (page, report)
+    # records, the machine's state -> the run's one conclusion (core.conclusions); replaces verdict, verdict_text
+    # and cli_lines once every experiment has it (issue 31); until then `from_conclusion` derives those two
+    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion] | None = None
     cli_lines: Callable[[Sequence[Any]], Iterator[str]] = _no_lines  # its summary on the command line
     table: Table = ROUNDS_TABLE  # its records on the command line
     record: type[RecordType] = RoundResult  # what it yields (and reads back from an export)

@@ -215,11 +215,11 @@ class Experiment:
     plan: Callable[[Any], Plan]  # settings -> requests and tokens, before connecting (budgets, progress)
     prepare: Callable[[Any, Connection], Any]  # settings fitted to a connection; ValueError says what to change
     summary: Callable[[Sequence[Any]], Any]  # records -> what the run measured ("no data" as None)
-    verdict: Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]]  # records -> shown?, values
-    verdict_text: Callable[[Sequence[Any], Words], tuple[bool | None, str]]  # shown?, the sentence (page, report)
-    # records, the machine's state -> the run's one conclusion (core.conclusions); replaces verdict, verdict_text
-    # and cli_lines once every experiment has it (issue 31); until then `from_conclusion` derives those two
+    # records, the machine's state -> the run's one conclusion (core.conclusions). Until issue 31 removes them, an
+    # experiment without its own ``verdict``/``verdict_text`` gets them read off ``conclude`` (`from_conclusion`)
     conclude: Callable[[Sequence[Any], MachineState | None], Conclusion] | None = None
+    verdict: Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]] | None = None
+    verdict_text: Callable[[Sequence[Any], Words], tuple[bool | None, str]] | None = None
     cli_lines: Callable[[Sequence[Any]], Iterator[str]] = _no_lines  # its summary on the command line
     table: Table = ROUNDS_TABLE  # its records on the command line
     record: type[RecordType] = RoundResult  # what it yields (and reads back from an export)
@@ -228,6 +228,14 @@ class Experiment:
     sample: Path | None = None  # recorded results shipped with the project
     slots: Callable[[Any], int] = _one_slot  # the embedded server's parallel sequences it needs
     default: bool = True  # run by `python -m core` without --only
+
+    def __post_init__(self) -> None:
+        if self.conclude is not None and (self.verdict is None or self.verdict_text is None):
+            verdict, verdict_text = from_conclusion(self.conclude)
+            object.__setattr__(self, "verdict", self.verdict or verdict)
+            object.__setattr__(self, "verdict_text", self.verdict_text or verdict_text)
+        if self.verdict is None or self.verdict_text is None:
+            raise TypeError(f"experiment {self.id!r} needs conclude= (or verdict= and verdict_text=)")
 
     @property
     def page(self) -> str:

@@ -121,7 +121,9 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
             parts.append(f"<div class='chart' id='{chart_id}'></div>")
         parts.append(f"<h3>{_e(t('report.verdict'))}</h3><ul>")
         for saved, records in group:
-            shown, sentence = EXPERIMENTS[experiment].verdict_text(records, t)
+            verdict_text = EXPERIMENTS[experiment].verdict_text
+            assert verdict_text is not None  # set by Experiment.__post_init__
+            shown, sentence = verdict_text(records, t)
             parts.append(f"<li class='{'shown' if shown else 'not'}'><b>{_e(saved.label)}</b>: {_e(sentence)}</li>")
         parts.append("</ul>")
         for saved, records in group:

@@ -55,6 +55,9 @@ class RequestResult:
     server_decode_ms: float | None = None
     server_decode_tokens: int | None = None  # llama-server's predicted_n: every answer token, the first included
     unreadable_fields: list[str] = field(default_factory=list)  # sent by the server but not a number: left out
+    sent_at: float | None = None  # the backend clock when the request was sent: the times above count from it
+    prompt_started_s: float | None = None  # when the server said it began this prompt (llama-server's prompt_progress,
+    # read back to its start), on the stream clock: queue plus the network's round trip after the send
 
     @property
     def inter_token_s(self) -> list[float]:

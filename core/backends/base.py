@@ -131,6 +131,20 @@ class StreamingBackend:
     def extra_payload(self, request: ChatRequest) -> dict[str, Any]:
         return {}
 
+    def round_trip_url(self) -> str:
+        """A cheap GET on the same server (the model list): its answer, whatever its status, times one round trip."""
+        return f"{self.base_url}/models"
+
+    def round_trip_ms(self) -> float | None:
+        """One GET's round trip to the server in ms, on this client's connections (as AIPerf subtracts from TTFT);
+        None when the server cannot be reached."""
+        try:
+            began = self.clock()
+            self.client.get(self.round_trip_url(), timeout=5.0)
+            return (self.clock() - began) * 1000
+        except httpx.HTTPError:
+            return None
+
     def read_usage(self, usage: Mapping[str, Any], result: RequestResult, source: str) -> None:
         """Token counts from a usage object found at ``source`` (e.g. ``usage``, ``x_groq.usage``); the
         source names the cached-token field too (``usage.prompt_tokens_details.cached_tokens``)."""
@@ -171,7 +185,7 @@ class StreamingBackend:
             timeout = httpx.Timeout(timeout.connect, read=self.deadline_s, write=timeout.write, pool=timeout.pool)
         try:
             body = json.dumps(self.payload(request)).encode()
-            start = self.clock()  # the body is encoded before the clock starts
+            start = result.sent_at = self.clock()  # the body is encoded before the clock starts
             headers = {"Content-Type": "application/json"}
             with self.client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
                 if response.status_code >= 400:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from core.backends.base import ChatRequest
-from core.backends.chunks import ProgressCallback
+from core.backends.chunks import ProgressCallback, StreamState
 from core.backends.openai_compat import OpenAICompatBackend
 from core.backends.usage import number
 from core.backends.usage import read_timings as usage_of_timings
@@ -38,6 +38,19 @@ class LlamaServerBackend(OpenAICompatBackend):
         if request.ignore_eos:
             extra["ignore_eos"] = True
         return extra
+
+    def round_trip_url(self) -> str:
+        return self.origin + "/health"
+
+    def read_chunk(self, chunk: dict[str, Any], state: StreamState, now: float) -> None:
+        """Also when the server began the prompt: its first ``prompt_progress`` (``time_ms`` since it began, 0 on
+        the first) arrives then; a wait in its queue before that is the server's, not the network's."""
+        super().read_chunk(chunk, state, now)
+        progress = chunk.get("prompt_progress")
+        if state.result.prompt_started_s is None and isinstance(progress, Mapping):
+            elapsed = number(progress.get("time_ms"))
+            if elapsed is not None:
+                state.result.prompt_started_s = max(now - elapsed / 1000, 0.0)
 
     def read_chunk_extras(self, chunk: dict[str, Any], result: RequestResult,
                           on_progress: ProgressCallback | None) -> None:

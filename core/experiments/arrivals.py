@@ -1,0 +1,475 @@
+"""Experiment 8 (``arrivals``): requests arriving over time, and where their time to first token goes when the
+server is busy. An open-loop sweep that yields one `ArrivalLevel` per rate.
+
+At each rate the requests (a prompt of about ``prompt_tokens`` tokens that starts with its own nonce, an answer
+of ``output_tokens`` tokens with ``ignore_eos``) arrive as a **Poisson process**, seeded (``seed`` and the rate
+pick the same arrivals in every run), for ``duration_s`` seconds: exponential gaps, so bursts come as they do
+from many independent users (vLLM's ``bench serve`` and GuideLLM schedule the same way). Each request has its own
+thread, started just before its time, that sleeps until it and sends: the schedule never waits for an earlier
+request (open loop).
+
+**Timed from the schedule.** A request's TTFT counts from when it was *scheduled*, whether or not the client
+could send it then: a late send is **client delay**, never hidden (a client that waits before sending and times
+from the send reports the wait away: the coordinated-omission error). The rest of TTFT is split into:
+
+- **network**: one round trip to the server (a GET of ``/health`` or the model list, the median of three just
+  before the level, as AIPerf subtracts), at most what the request took before the server began it;
+- **queue**: from the send to the moment the server began the prompt, less the round trip; llama-server says
+  when (the first ``prompt_progress`` chunk, which it sends as it starts a prompt, ``time_ms`` 0). A server that
+  does not say (a chat API) leaves it "not reported" (None), never 0;
+- **prefill**: the server's own ``prompt_ms`` where reported;
+- **rest**: what remains (the first token's sampling and delivery; for an API, the unsplit server time).
+
+The five add up to the measured TTFT by construction. A level ends at most ``duration_s`` after its last
+arrival (`DRAIN`): requests still open then are cut and counted (``cut``), their TTFT at least the time they
+waited (a lower bound in the percentiles, marked so), never dropped.
+
+**Capacity**: the rate at which the prefill and decode work per second reaches what this machine did
+(``prompt / prefill rate + (answer - 1) / decode rate`` seconds per request, experiments 1, 2 and 4, recorded
+with the run); without them, this run's own service time at its lowest rate (one request at a time).
+**Goodput** is the share of requests meeting a TTFT and an inter-token target the reader sets.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from core.backends.base import ChatRequest, StreamingBackend
+from core.backends.connect import Connection
+from core.backends.llama_server import LlamaServerBackend
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState
+from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
+from core.experiments.prompts import document_body, input_length_messages, nonce
+from core.experiments.samples import SAMPLES_DIR
+from core.records import RequestResult
+from core.stats import median, nearest_rank
+
+ID = "arrivals"
+MAX_REQUESTS = 100  # per level: httpx's connection pool holds 100; more at once would wait inside the client
+LEAD_S = 0.05  # a request's thread starts this long before its time, then sleeps until it
+DRAIN = 1.0  # a level waits at most ``DRAIN x duration_s`` after its last arrival for its last requests
+CUT_JOIN_S = 10.0  # how long a cut request's thread may take to end once its connection is shut
+QUEUE_TOOK_OVER = 0.5  # shown: at the highest rate the queue is at least half the mean TTFT
+TTFT_ROSE = 2.0  # ... and the median TTFT at least doubled from the lowest rate
+PARTS = ("client", "network", "queue", "prefill", "rest")
+SAMPLE = SAMPLES_DIR / "embedded_arrivals.json"
+
+
+def floats(text: str) -> tuple[float, ...]:
+    """``"0.5,1,2"`` -> ``(0.5, 1.0, 2.0)``."""
+    return tuple(float(part) for part in text.split(",") if part.strip())
+
+
+OPTIONS = (Option("--rates", "experiment 8 (arrivals) requests per second, comma separated", floats),
+           Option("--duration-s", "experiment 8: seconds of arrivals at each rate", float))
+
+
+@dataclass(frozen=True)
+class Settings:
+    rates: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 3.0)  # requests per second, one level each
+    duration_s: float = 20.0
+    prompt_tokens: int = 100
+    output_tokens: int = 16
+    seed: int = 8
+    ttft_target_ms: float = 1000.0  # goodput: a request meets both targets
+    itl_target_ms: float = 100.0
+    # The rates the capacity is predicted from (experiments 1, 2 and 4), filled before the run; exported with it.
+    prefill_tps: float | None = field(default=None, metadata=NO_WIDGET)
+    decode_tps: float | None = field(default=None, metadata=NO_WIDGET)
+    predicted_from: str = field(default="", metadata=NO_WIDGET)  # "measured" where the rates are set
+
+
+@dataclass
+class ArrivalRequest:
+    """One request of a level. Times in ms from its scheduled start (``scheduled_s`` since the level began); the
+    parts add up to ``ttft_ms``; None where not measured or not reported."""
+
+    index: int
+    scheduled_s: float
+    ttft_ms: float | None = None
+    client_ms: float | None = None  # scheduled -> sent
+    network_ms: float | None = None
+    queue_ms: float | None = None  # None: the server does not say when it began
+    prefill_ms: float | None = None
+    rest_ms: float | None = None
+    end_ms: float | None = None
+    itl_ms: float | None = None  # its mean gap between tokens after the first
+    gaps_ms: list[float] = field(default_factory=list)
+    service_ms: float | None = None  # the server's prefill plus decode
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    waited_ms: float | None = None  # cut before its first token: how long it had waited (a lower bound)
+    cut: bool = False
+    error: str = ""
+
+
+@dataclass
+class ArrivalLevel:
+    """One rate: its requests, TTFT and ITL percentiles (nearest rank) and the mean split of TTFT."""
+
+    rate: float  # requests per second asked for
+    duration_s: float
+    seed: int
+    requests: int = 0  # scheduled
+    completed: int = 0
+    cut: int = 0
+    errors: int = 0
+    error: str = ""
+    offered_rps: float | None = None  # the arrivals drawn, over the duration
+    served_rps: float | None = None  # requests that finished, over the level's wall time
+    rtt_ms: float | None = None
+    ttft_p50_ms: float | None = None  # cut requests count with the time they waited (``cut`` > 0: lower bounds)
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    queue_p50_ms: float | None = None
+    queue_p90_ms: float | None = None
+    queue_p99_ms: float | None = None
+    client_p50_ms: float | None = None
+    client_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    ttft_mean_ms: float | None = None  # the means of the requests that had a first token: the parts add up to it
+    client_mean_ms: float | None = None
+    network_mean_ms: float | None = None
+    queue_mean_ms: float | None = None
+    prefill_mean_ms: float | None = None
+    rest_mean_ms: float | None = None
+    service_ms: float | None = None  # median server time per request (prefill + decode)
+    capacity_rps: float | None = None  # predicted before the run from experiments 1, 2 and 4
+    ttft_target_ms: float | None = None
+    itl_target_ms: float | None = None
+    wall_s: float | None = None
+    experiment: str = ID
+    streams: list[ArrivalRequest] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ArrivalLevel:
+        names = set(cls.__dataclass_fields__)
+        level = cls(**{k: v for k, v in data.items() if k in names and k != "streams"})
+        known = set(ArrivalRequest.__dataclass_fields__)
+        level.streams = [ArrivalRequest(**{k: v for k, v in s.items() if k in known})
+                         for s in data.get("streams") or []]
+        return level
+
+
+# -- the schedule and the sends --------------------------------------------------------------------------------------
+def schedule(rate: float, duration_s: float, seed: int) -> list[float]:
+    """Poisson arrivals at ``rate`` per second in ``[0, duration_s)``, the first at 0; the same for the same seed."""
+    rng = random.Random(f"{seed}:{rate}")
+    offsets, at = [], 0.0
+    while at < duration_s and rate > 0:
+        offsets.append(round(at, 6))
+        at += rng.expovariate(rate)
+    return offsets
+
+
+@dataclass
+class Sent:
+    """One request as the scheduler saw it: when it was due (the backend's clock), its result, whether it was cut."""
+
+    due: float
+    result: RequestResult | None = None
+    cut: bool = False
+
+
+def send_on_schedule(backend: StreamingBackend, requests: Sequence[ChatRequest], offsets: Sequence[float],
+                     cancel: threading.Event, drain_s: float) -> tuple[list[Sent], float, float]:
+    """Send each request at the level's origin plus its offset, each on its own thread (never waiting for an
+    earlier one); at the last offset plus ``drain_s`` cut the ones still open. ``(sent, origin, end)``."""
+    origin = backend.clock() + LEAD_S
+    sent = [Sent(origin + offset) for offset in offsets]
+    cut = threading.Event()
+
+    def send(item: Sent, request: ChatRequest) -> None:
+        wait = item.due - backend.clock()
+        if (wait > 0 and cancel.wait(wait)) or cancel.is_set() or cut.is_set():
+            return
+        item.result = backend.stream_chat(request, cancel=cancel)
+
+    threads: list[threading.Thread] = []
+    for item, request in zip(sent, requests, strict=True):
+        lead = item.due - LEAD_S - backend.clock()
+        if lead > 0 and cancel.wait(lead):
+            break
+        threads.append(threading.Thread(target=send, args=(item, request), name="arrivals", daemon=True))
+        threads[-1].start()
+    ends = origin + (offsets[-1] if offsets else 0.0) + drain_s
+    for thread in threads:
+        thread.join(max(ends - backend.clock(), 0.0))
+    open_now = [item for item, thread in zip(sent, threads, strict=False) if thread.is_alive()]
+    if open_now:
+        cut.set()
+        backend.abort()
+        for item in open_now:
+            item.cut = True
+        for thread in threads:
+            thread.join(CUT_JOIN_S)
+    return sent, origin, backend.clock()
+
+
+# -- one request's split ---------------------------------------------------------------------------------------------
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: float) -> ArrivalRequest:
+    """One request's record: its TTFT from the schedule and the five parts that add up to it."""
+    record = ArrivalRequest(index, round(item.due - origin, 6), cut=item.cut)
+    result = item.result
+    if result is None or result.sent_at is None:  # never sent: stopped or cut before its time
+        record.waited_ms = _ms(ended - item.due) if item.cut else None
+        return record
+    client = _ms(result.sent_at - item.due)
+    record.client_ms, record.prompt_tokens = client, result.prompt_tokens
+    if result.ttft_s is None:
+        record.error = "" if item.cut else result.error or "no first token"
+        record.waited_ms = _ms(ended - item.due) if item.cut else None
+        return record
+    from_sent = result.ttft_s * 1000
+    started = None if result.prompt_started_s is None else result.prompt_started_s * 1000
+    network = None if rtt_ms is None else min(rtt_ms, from_sent if started is None else started)
+    queue = None if started is None or network is None else started - network
+    prefill = result.server_prefill_ms
+    rest = from_sent - (network or 0.0) - (queue or 0.0) - (prefill or 0.0)
+    record.ttft_ms = round(client + from_sent, 3)
+    record.network_ms, record.queue_ms = _round(network), _round(queue)
+    record.prefill_ms, record.rest_ms = _round(prefill), round(rest, 3)
+    record.end_ms = None if result.end_s is None else round(client + result.end_s * 1000, 3)
+    record.gaps_ms = [round(gap * 1000, 3) for gap in result.inter_token_s]
+    record.itl_ms = _round(sum(record.gaps_ms) / len(record.gaps_ms)) if record.gaps_ms else None
+    record.output_tokens = result.completion_tokens or len(record.gaps_ms) + 1
+    if result.server_prefill_ms is not None and result.server_decode_ms is not None:
+        record.service_ms = round(result.server_prefill_ms + result.server_decode_ms, 3)
+    record.error = "" if item.cut else result.error
+    return record
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+# -- one level -------------------------------------------------------------------------------------------------------
+def _percentiles(level: ArrivalLevel, name: str, values: Sequence[float], percents: Sequence[int]) -> None:
+    for percent in percents:
+        value = nearest_rank(values, percent)
+        setattr(level, f"{name}_p{percent}_ms", None if value is None else round(value, 2))
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return round(sum(found) / len(found), 3) if found else None
+
+
+def fold(level: ArrivalLevel, streams: list[ArrivalRequest], wall_s: float) -> ArrivalLevel:
+    """A level's figures from its requests."""
+    level.streams, level.requests, level.wall_s = streams, len(streams), round(wall_s, 3)
+    timed = [s for s in streams if s.ttft_ms is not None]
+    level.completed = sum(1 for s in timed if not s.error and not s.cut)
+    level.cut = sum(1 for s in streams if s.cut)
+    failed = [s.error for s in streams if s.error]
+    level.errors, level.error = len(failed), (failed[0] if failed else "")
+    level.offered_rps = round(len(streams) / level.duration_s, 3) if level.duration_s else None
+    level.served_rps = round(level.completed / wall_s, 3) if wall_s > 0 and level.completed else None
+    waits = [s.ttft_ms if s.ttft_ms is not None else s.waited_ms for s in streams]
+    _percentiles(level, "ttft", [w for w in waits if w is not None], (50, 90, 99))
+    _percentiles(level, "queue", [s.queue_ms for s in timed if s.queue_ms is not None], (50, 90, 99))
+    _percentiles(level, "client", [s.client_ms for s in streams if s.client_ms is not None], (50, 99))
+    _percentiles(level, "itl", [gap for s in timed for gap in s.gaps_ms], (50, 90, 99))
+    level.ttft_mean_ms = _mean([s.ttft_ms for s in timed])
+    for part in PARTS:
+        values = [getattr(s, f"{part}_ms") for s in timed]
+        mean = _mean(values) if all(v is not None for v in values) else None  # a part some lack is not reported
+        setattr(level, f"{part}_mean_ms", mean)
+    level.service_ms = median(s.service_ms for s in timed if s.service_ms is not None)
+    return level
+
+
+def measure_level(backend: StreamingBackend, rate: float, settings: Settings,
+                  requests: Callable[[int], list[ChatRequest]], cancel: threading.Event) -> ArrivalLevel:
+    """One rate: the round trip, the arrivals on schedule, the split of every request."""
+    level = ArrivalLevel(rate, settings.duration_s, settings.seed, capacity_rps=predicted_capacity(settings),
+                         ttft_target_ms=settings.ttft_target_ms, itl_target_ms=settings.itl_target_ms)
+    offsets = schedule(rate, settings.duration_s, settings.seed)
+    trips = [t for t in (backend.round_trip_ms() for _ in range(3)) if t is not None]
+    level.rtt_ms = _round(median(trips))
+    sent, origin, ended = send_on_schedule(backend, requests(len(offsets)), offsets, cancel,
+                                           DRAIN * settings.duration_s)
+    streams = [split(i, item, origin, level.rtt_ms, ended) for i, item in enumerate(sent)]
+    return fold(level, streams, ended - origin)
+
+
+# -- the experiment --------------------------------------------------------------------------------------------------
+def predicted_capacity(settings: Settings) -> float | None:
+    """Requests per second at which the work per second reaches what this machine did: one request costs
+    ``prompt / prefill rate + (answer - 1) / decode rate`` seconds of the server."""
+    if not settings.prefill_tps or not settings.decode_tps:
+        return None
+    seconds = settings.prompt_tokens / settings.prefill_tps + max(settings.output_tokens - 1, 0) / settings.decode_tps
+    return round(1 / seconds, 4) if seconds > 0 else None
+
+
+def with_rates(settings: Settings, prefill_tps: float, decode_tps: float) -> Settings:
+    """``settings`` with this machine's measured rates (experiments 1, 2 and 4) to predict the capacity from."""
+    return replace(settings, prefill_tps=prefill_tps, decode_tps=decode_tps, predicted_from="measured")
+
+
+def plan(settings: Settings) -> Plan:
+    """Every arrival of every level (the seeded schedule says exactly how many) plus the warm-up; one record per
+    rate. Tokens: each prompt and its answer."""
+    requests = sum(len(schedule(rate, settings.duration_s, settings.seed)) for rate in settings.rates)
+    return Plan(requests + 1 if requests else 0, requests * (settings.prompt_tokens + settings.output_tokens),
+                records=len(settings.rates))
+
+
+def prepare(settings: Settings, conn: Connection) -> Settings:
+    """The rates in order; refused (a sentence) where a level would send more than `MAX_REQUESTS`."""
+    rates = tuple(sorted({r for r in settings.rates if r > 0}))
+    if not rates or settings.duration_s <= 0:
+        raise ValueError("Choose at least one rate above 0 requests/s and a duration above 0 s.")
+    most = max(len(schedule(rate, settings.duration_s, settings.seed)) for rate in rates)
+    if most > MAX_REQUESTS:
+        raise ValueError(f"The highest rate would send {most} requests in {settings.duration_s:g} s; at most "
+                         f"{MAX_REQUESTS} per rate fit the client's connections: shorten the duration or lower it.")
+    return replace(settings, rates=rates)
+
+
+def rounds(run: RunContext, settings: Settings) -> Iterator[ArrivalLevel]:
+    """One `ArrivalLevel` per rate, lowest first; a stop drops the level in flight. ``run.progress`` hears
+    ``{"rate": r, "level": i, "levels": n}`` as each level starts."""
+    run.warm_up()
+    body = document_body(run.counter, settings.prompt_tokens)
+    extra = {"cache_prompt": False} if isinstance(run.backend, LlamaServerBackend) else {}
+
+    def requests(n: int) -> list[ChatRequest]:
+        return [ChatRequest(input_length_messages(body, nonce()), max_tokens=settings.output_tokens, ignore_eos=True,
+                            extra=extra) for _ in range(n)]
+
+    for index, rate in enumerate(settings.rates, start=1):
+        if run.stopped():
+            return
+        if run.progress is not None:
+            run.progress({"rate": rate, "level": index, "levels": len(settings.rates)})
+        level = measure_level(run.backend, rate, settings, requests, run.cancel)
+        if run.stopped():
+            return
+        yield level
+        if level.requests and level.errors == level.requests:
+            return
+
+
+# -- what a sweep says -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArrivalSummary:
+    """The levels by rate and the capacity they are read against."""
+
+    levels: tuple[ArrivalLevel, ...]
+    capacity: float | None
+    capacity_from: str  # "predicted" (experiments 1, 2, 4), "run" (this run's lowest rate) or ""
+
+    def below(self) -> list[ArrivalLevel]:
+        return [lv for lv in self.levels if self.capacity and lv.rate < self.capacity]
+
+    def above(self) -> list[ArrivalLevel]:
+        return [lv for lv in self.levels if self.capacity and lv.rate > self.capacity]
+
+
+def queue_share(level: ArrivalLevel) -> float | None:
+    """The queue's share of the mean TTFT; None where the server does not report its queue."""
+    if level.queue_mean_ms is None or not level.ttft_mean_ms:
+        return None
+    return level.queue_mean_ms / level.ttft_mean_ms
+
+
+def goodput(level: ArrivalLevel, ttft_target_ms: float, itl_target_ms: float) -> tuple[int, float | None]:
+    """Requests that met both targets, and their rate per second of arrivals; cut and failed requests never do."""
+    good = sum(1 for s in level.streams if s.ttft_ms is not None and not s.error and not s.cut
+               and s.ttft_ms <= ttft_target_ms and (s.itl_ms is None or s.itl_ms <= itl_target_ms))
+    return good, (round(good / level.duration_s, 3) if level.duration_s else None)
+
+
+def summarize(records: Sequence[Any]) -> ArrivalSummary | None:
+    """None until a level measured a first token."""
+    levels = tuple(sorted((r for r in records if isinstance(r, ArrivalLevel) and r.ttft_mean_ms is not None),
+                          key=lambda lv: lv.rate))
+    if not levels:
+        return None
+    predicted = next((lv.capacity_rps for lv in levels if lv.capacity_rps), None)
+    if predicted:
+        return ArrivalSummary(levels, predicted, "predicted")
+    service = levels[0].service_ms
+    return ArrivalSummary(levels, round(1000 / service, 4) if service else None, "run" if service else "")
+
+
+def _claims(found: ArrivalSummary) -> tuple[Finding, ...]:
+    claims: list[Finding] = []
+    if found.capacity:
+        claims.append(Finding(f"capacity_{found.capacity_from}", {"capacity": found.capacity,
+                                                                   "service": found.levels[0].service_ms or 0.0}))
+    top = found.levels[-1]
+    parts = {part: getattr(top, f"{part}_mean_ms") for part in PARTS}
+    values = {"rate": top.rate, "ttft": top.ttft_mean_ms, **{k: v or 0.0 for k, v in parts.items()}}
+    claims.append(Finding("split" if parts["queue"] is not None and parts["network"] is not None
+                          else "split_unreported", values))
+    low = found.levels[0]
+    claims.append(Finding("goodput", {
+        "low_rate": low.rate, "low_good": goodput(low, *_targets(low))[0], "low_total": low.requests,
+        "high_rate": top.rate, "high_good": goodput(top, *_targets(top))[0], "high_total": top.requests,
+        "ttft_target": _targets(top)[0], "itl_target": _targets(top)[1]}))
+    worst = max(found.levels, key=lambda lv: lv.client_p99_ms or 0.0)
+    claims.append(Finding("client_delay", {"p99": worst.client_p99_ms or 0.0, "rate": worst.rate}))
+    claims.extend(Finding("cut", {"rate": lv.rate, "cut": lv.cut, "total": lv.requests})
+                  for lv in found.levels if lv.cut)
+    return tuple(claims)
+
+
+def _targets(level: ArrivalLevel) -> tuple[float, float]:
+    return (level.ttft_target_ms or Settings.ttft_target_ms, level.itl_target_ms or Settings.itl_target_ms)
+
+
+def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
+    """Shown: the median TTFT at the highest rate (above capacity) is at least `TTFT_ROSE` times the lowest's
+    (below it), and the queue is at least `QUEUE_TOOK_OVER` of its mean TTFT; decided by the first that failed."""
+    found = summarize(records)
+    if found is None or len(found.levels) < 2:
+        return Conclusion(ID, NO_DATA, Finding("too_few", {"levels": len(found.levels) if found else 0}))
+    claims = _claims(found)
+    if state is not None and state.busy:
+        return Conclusion(ID, DISTURBED, Finding("busy", {"load": state.load or 0.0, "others": state.others_s or 0.0}),
+                          claims)
+    low, high = found.levels[0], found.levels[-1]
+    share = queue_share(high)
+    checks = (
+        (found.capacity is None, Finding("no_capacity", {})),
+        (not found.below(), Finding("none_below", {"capacity": found.capacity or 0.0, "rate": low.rate})),
+        (not found.above(), Finding("none_above", {"capacity": found.capacity or 0.0, "rate": high.rate})),
+        (share is None, Finding("queue_unreported", {})),
+        ((high.ttft_p50_ms or 0) < TTFT_ROSE * (low.ttft_p50_ms or 0),
+         Finding("ttft_flat", {"low": low.ttft_p50_ms or 0.0, "high": high.ttft_p50_ms or 0.0, "times": TTFT_ROSE})),
+        ((share or 0) < QUEUE_TOOK_OVER, Finding("queue_small", {"share": (share or 0) * 100, "rate": high.rate})),
+    )
+    for failed, finding in checks:
+        if failed:
+            return Conclusion(ID, NOT_SHOWN, finding, claims)
+    return Conclusion(ID, SHOWN, Finding("queue_took_over", {
+        "capacity": found.capacity or 0.0, "low_rate": low.rate, "low": low.ttft_p50_ms or 0.0, "high_rate": high.rate,
+        "high": high.ttft_p50_ms or 0.0, "share": (share or 0) * 100}), claims)
+
+
+TABLE = Table((("rate", "rate/s", 6), ("requests", "sent", 5), ("ttft_p50_ms", "ttft p50", 9),
+               ("ttft_p90_ms", "ttft p90", 9), ("ttft_p99_ms", "ttft p99", 9), ("queue_p50_ms", "queue p50", 9),
+               ("client_p99_ms", "client p99", 10), ("itl_p50_ms", "itl p50", 8), ("itl_p99_ms", "itl p99", 8),
+               ("cut", "cut", 4), ("errors", "errors", 6)))
+
+EXPERIMENT = Experiment(
+    id=ID, title="requests arriving at a rate: TTFT split into client, network, queue and prefill",
+    icon=":material/schedule:", settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize,
+    conclude=conclude, table=TABLE, record=ArrivalLevel, records="rates", options=OPTIONS,
+    sample=SAMPLE if SAMPLE.is_file() else None, default=False)

@@ -1,0 +1,203 @@
+"""Experiment 8 (`core.experiments.arrivals`): the schedule, the split of TTFT against a one-slot server on
+127.0.0.1 whose queue is known from the sends, a slowed client, the conclusion on made-up levels, and the sweep on
+the real embedded llama-server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from core.backends.base import ChatRequest
+from core.backends.llama_server import LlamaServerBackend
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, MachineState, render
+from core.experiments import arrivals as ar
+from core.experiments.base import RunContext
+from core.records import RequestResult
+from core.stats import linear_fit
+from core.words import ContentWords
+from tests.support.fake_slot import OneSlotServer
+
+TOLERANCE_MS = 25.0  # the server's hand-over to the next request and the stream's delivery, on a busy 2-core machine
+
+
+def tagged(n: int, prefix: str = "req") -> list[ChatRequest]:
+    return [ChatRequest([{"role": "user", "content": f"{prefix} {i}\nHello."}], max_tokens=4) for i in range(n)]
+
+
+def parts_add_up(record: ar.ArrivalRequest) -> None:
+    parts = [record.client_ms, record.network_ms, record.queue_ms, record.prefill_ms, record.rest_ms]
+    assert None not in parts and record.ttft_ms == pytest.approx(sum(p or 0.0 for p in parts), abs=0.01)
+
+
+def test_the_schedule_is_poisson_seeded_and_bounded():
+    first = ar.schedule(4.0, 30.0, seed=8)
+    assert first == ar.schedule(4.0, 30.0, seed=8) and first != ar.schedule(4.0, 30.0, seed=9)
+    assert first[0] == 0.0 and all(0 <= t < 30.0 for t in first) and first == sorted(first)
+    assert 80 <= len(first) <= 160  # 120 expected; a Poisson count's spread is about 11
+    gaps = [b - a for a, b in zip(first, first[1:], strict=False)]
+    assert min(gaps) < 0.05 < 0.6 < max(gaps)  # exponential gaps: bursts and lulls, not a metronome
+    settings = ar.Settings(rates=(0.5, 2.0), duration_s=10.0)
+    counts = [len(ar.schedule(r, 10.0, settings.seed)) for r in settings.rates]
+    found = ar.plan(settings)
+    assert (found.requests, found.records) == (sum(counts) + 1, 2)
+    assert found.tokens == sum(counts) * (settings.prompt_tokens + settings.output_tokens)
+
+
+def test_prepare_orders_the_rates_and_refuses_a_level_over_the_client_pool():
+    conn: Any = None
+    assert ar.prepare(ar.Settings(rates=(2.0, 0.5, 0.0)), conn).rates == (0.5, 2.0)
+    with pytest.raises(ValueError, match="at most 100 per rate"):
+        ar.prepare(ar.Settings(rates=(20.0,), duration_s=30.0), conn)
+    with pytest.raises(ValueError, match="at least one rate"):
+        ar.prepare(ar.Settings(rates=(0.0,)), conn)
+
+
+def test_queue_times_are_the_queueing_the_sends_imply():
+    """Requests at about 1.6x what one slot serves: each waits for the ones before it. The queue the schedule
+    implies, from the actual send times and the server's actual service: start = max(sent, previous end)."""
+    with OneSlotServer(prefill_s=0.06, token_s=0.01) as server, LlamaServerBackend(server.url) as backend:
+        offsets = ar.schedule(15.0, 1.2, seed=4)  # 18 arrivals
+        rtt = backend.round_trip_ms()
+        sent, origin, ended = ar.send_on_schedule(backend, tagged(len(offsets)), offsets, threading.Event(), 10.0)
+        records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
+        served = server.served
+    assert len(served) == len(offsets) >= 12 and not any(r.error or r.cut for r in records)
+    order = sorted(range(len(sent)), key=lambda i: served[f"req {i}"][1])
+    previous_end, expected = 0.0, {}
+    for i in order:
+        sent_at = sent[i].result.sent_at  # type: ignore[union-attr]
+        expected[i] = (max(sent_at, previous_end) - sent_at) * 1000
+        previous_end = served[f"req {i}"][2]
+    assert max(expected.values()) > 200  # the check bites: queues far above the tolerance
+    for i, record in enumerate(records):
+        assert record.queue_ms == pytest.approx(expected[i], abs=TOLERANCE_MS), (i, record, expected[i])
+        arrived, started, _ = served[f"req {i}"]
+        assert record.queue_ms == pytest.approx((started - arrived) * 1000, abs=TOLERANCE_MS)
+        parts_add_up(record)
+    level = ar.fold(ar.ArrivalLevel(15.0, 1.2, 4), records, ended - origin)
+    assert level.queue_p99_ms is not None and level.queue_p99_ms > 200 and level.completed == len(records)
+    assert level.ttft_mean_ms == pytest.approx(sum(getattr(level, f"{p}_mean_ms") for p in ar.PARTS), abs=0.05)
+
+
+class SlowClient(LlamaServerBackend):
+    """A client that takes 150 ms before each send (a busy process, a full pool): its delay, not the server's."""
+
+    def stream_chat(self, request: ChatRequest, *args: Any, **kwargs: Any) -> RequestResult:
+        time.sleep(0.15)
+        return super().stream_chat(request, *args, **kwargs)
+
+
+def test_a_slowed_client_is_counted_as_client_delay_not_server_time():
+    with OneSlotServer(prefill_s=0.03, token_s=0.005) as server, SlowClient(server.url) as backend:
+        offsets = [0.0, 0.4, 0.8]
+        rtt = backend.round_trip_ms()
+        sent, origin, ended = ar.send_on_schedule(backend, tagged(3), offsets, threading.Event(), 10.0)
+        records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
+        served = server.served
+    for i, record in enumerate(records):
+        assert record.client_ms is not None and 150 <= record.client_ms < 150 + TOLERANCE_MS * 4
+        assert record.queue_ms is not None and record.queue_ms < TOLERANCE_MS  # the slot was free
+        assert record.ttft_ms is not None and record.ttft_ms >= 150 + 30
+        assert (served[f"req {i}"][0] - sent[i].due) * 1000 >= 150  # the server saw it late, as the client sent it
+        parts_add_up(record)
+
+
+def test_an_api_without_a_queue_figure_says_not_reported():
+    item = ar.Sent(due=10.0, result=RequestResult(success=True, sent_at=10.002, ttft_s=0.3, end_s=0.5,
+                                                  chunk_times_s=[0.3, 0.4, 0.5], completion_tokens=3))
+    record = ar.split(0, item, origin=9.0, rtt_ms=40.0, ended=11.0)
+    assert (record.queue_ms, record.prefill_ms) == (None, None)
+    assert record.client_ms == pytest.approx(2.0) and record.network_ms == 40.0
+    assert record.rest_ms == pytest.approx(260.0) and record.ttft_ms == pytest.approx(302.0)
+    assert record.itl_ms == pytest.approx(100.0) and record.scheduled_s == pytest.approx(1.0)
+    level = ar.fold(ar.ArrivalLevel(1.0, 10.0, 8), [record], 1.0)
+    assert level.queue_mean_ms is None and ar.queue_share(level) is None
+    cut = ar.split(1, ar.Sent(due=10.5, cut=True), origin=9.0, rtt_ms=40.0, ended=12.0)
+    assert cut.waited_ms == pytest.approx(1500.0) and cut.ttft_ms is None
+    level = ar.fold(ar.ArrivalLevel(1.0, 10.0, 8), [record, cut], 2.0)
+    assert (level.cut, level.completed, level.ttft_p99_ms) == (1, 1, 1500.0)  # the cut one counts, as a lower bound
+
+
+def made_up(rate: float, ttft: float, queue: float | None, n: int = 10, capacity: float | None = 2.0,
+            itl: float = 20.0) -> ar.ArrivalLevel:
+    streams = []
+    for i in range(n):
+        rest = ttft - 1 - 5 - (queue or 0) - 100
+        streams.append(ar.ArrivalRequest(i, i / rate, ttft_ms=ttft, client_ms=1.0, network_ms=5.0, queue_ms=queue,
+                                         prefill_ms=100.0, rest_ms=rest, itl_ms=itl, gaps_ms=[itl] * 4,
+                                         service_ms=300.0, output_tokens=5))
+    return ar.fold(ar.ArrivalLevel(rate, n / rate, 8, capacity_rps=capacity, ttft_target_ms=500.0,
+                                   itl_target_ms=50.0), streams, n / rate)
+
+
+def test_the_conclusion_reads_the_queue_taking_over_past_capacity():
+    en, zh = ContentWords("en"), ContentWords("zh")
+    shown = ar.conclude([made_up(4.0, 3000.0, 2800.0), made_up(0.5, 120.0, 1.0)], None)
+    assert shown.status == SHOWN and shown.decided_by.key == "queue_took_over"
+    assert shown.decided_by.values["share"] == pytest.approx(2800 / 3000 * 100)
+    goodput = next(c for c in shown.claims if c.key == "goodput")
+    assert (goodput.values["low_good"], goodput.values["high_good"]) == (10, 0)
+    cases = {
+        "none_above": [made_up(0.5, 120.0, 1.0), made_up(1.0, 130.0, 2.0)],
+        "ttft_flat": [made_up(0.5, 120.0, 1.0), made_up(4.0, 200.0, 150.0)],
+        "queue_small": [made_up(0.5, 120.0, 1.0), made_up(4.0, 3000.0, 100.0)],
+        "queue_unreported": [made_up(0.5, 120.0, None), made_up(4.0, 3000.0, None)],
+        "no_capacity": [made_up(0.5, 120.0, 1.0, capacity=None), made_up(4.0, 3000.0, 2800.0, capacity=None)],
+    }
+    for key, levels in cases.items():
+        found = ar.conclude(levels, None)
+        if key == "no_capacity":  # without a prediction, this run's own service time at its lowest rate
+            assert found.status == SHOWN and found.claims[0].key == "capacity_run"
+            continue
+        assert (found.status, found.decided_by.key) == (NOT_SHOWN, key)
+        for words in (en, zh):
+            assert all(render(found, words))
+    assert ar.conclude([made_up(0.5, 120.0, 1.0)], None).status == NO_DATA
+    busy = ar.conclude(cases["none_above"], MachineState(True, 0.4, 50.0, 9.0, 2, True))
+    assert busy.status == DISTURBED
+    for found in (shown, busy, ar.conclude([], None)):
+        for words in (en, zh):
+            assert all(render(found, words))
+
+
+def test_a_level_reads_back_from_its_export():
+    level = made_up(2.0, 300.0, 50.0)
+    again = ar.ArrivalLevel.from_dict(level.to_dict())
+    assert again == level and again.streams[3].gaps_ms == [20.0] * 4
+
+
+def test_on_the_embedded_server_the_queue_takes_over_past_capacity(local):
+    """Below capacity (one request every 3 service times) the queue is near zero; above it (one every 0.4) TTFT
+    grows with the run and the queue is most of it; the parts add up to the measured TTFT."""
+    backend = local.backend
+    run = RunContext(local)
+    run.warm_up()
+    probe = backend.stream_chat(ChatRequest([{"role": "user", "content": "probe\nSay hello."}], max_tokens=8,
+                                            ignore_eos=True, extra={"cache_prompt": False}))
+    assert probe.server_prefill_ms is not None and probe.server_decode_ms is not None, probe.error
+    service = (probe.server_prefill_ms + probe.server_decode_ms) / 1000
+
+    def level(spacing: float, n: int, prefix: str) -> ar.ArrivalLevel:
+        offsets = [i * spacing * service for i in range(n)]
+        requests = [ChatRequest([{"role": "user", "content": f"{prefix} {i}\nSay hello."}], max_tokens=8,
+                                ignore_eos=True, extra={"cache_prompt": False}) for i in range(n)]
+        rtt = backend.round_trip_ms()
+        sent, origin, ended = ar.send_on_schedule(backend, requests, offsets, threading.Event(), 60 * service + 30)
+        streams = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
+        return ar.fold(ar.ArrivalLevel(1 / (spacing * service), offsets[-1] or 1.0, 0), streams, ended - origin)
+
+    low, high = level(3.0, 4, "low"), level(0.4, 10, "high")
+    for found in (low, high):
+        assert found.completed == found.requests and not found.cut, found.error
+        for record in found.streams:
+            parts_add_up(record)
+    assert low.queue_p50_ms is not None and low.ttft_p50_ms is not None
+    assert low.queue_p50_ms < 0.1 * low.ttft_p50_ms  # near zero: each request found the slot free
+    share = ar.queue_share(high)
+    assert share is not None and share > 0.5
+    fit = linear_fit([r.scheduled_s for r in high.streams], [r.ttft_ms for r in high.streams])
+    assert fit is not None and fit.slope > 0.3  # each second of the run adds at least 0.3 s of waiting (0.6 expected)
+    assert high.streams[-1].ttft_ms > 2 * high.streams[0].ttft_ms  # type: ignore[operator]

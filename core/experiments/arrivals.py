@@ -53,6 +53,7 @@ MAX_REQUESTS = 100  # per level: httpx's connection pool holds 100; more at once
 LEAD_S = 0.05  # a request's thread starts this long before its time, then sleeps until it
 DRAIN = 1.0  # a level waits at most ``DRAIN x duration_s`` after its last arrival for its last requests
 CUT_JOIN_S = 10.0  # how long a cut request's thread may take to end once its connection is shut
+SETTLE_LOOK_S = 0.25  # a level starts once the server showed no busy slot on two looks this far apart
 QUEUE_TOOK_OVER = 0.5  # shown: at the highest rate the queue is at least half the mean TTFT
 TTFT_ROSE = 2.0  # ... and the median TTFT at least doubled from the lowest rate
 PARTS = ("client", "network", "queue", "prefill", "rest")
@@ -144,6 +145,8 @@ class ArrivalLevel:
     ttft_target_ms: float | None = None
     itl_target_ms: float | None = None
     wall_s: float | None = None
+    settle_s: float | None = None  # how long the level waited for the server to be idle before its first arrival
+    settled: bool = True  # False: the server was still busy (the previous rate's cut requests) when it began
     experiment: str = ID
     streams: list[ArrivalRequest] = field(default_factory=list, repr=False)
 
@@ -292,11 +295,27 @@ def fold(level: ArrivalLevel, streams: list[ArrivalRequest], wall_s: float) -> A
     return level
 
 
+def settle(backend: StreamingBackend, bound_s: float, cancel: threading.Event) -> tuple[float, bool]:
+    """Wait until a llama-server has no busy slot on two looks `SETTLE_LOOK_S` apart (the previous rate's cut
+    requests: a server reads a request its client already left and serves it), at most ``bound_s``.
+    ``(seconds waited, idle)``; an API says nothing of its slots: ``(0, True)``."""
+    if not isinstance(backend, LlamaServerBackend):
+        return 0.0, True
+    began, idle_looks = backend.clock(), 0
+    while idle_looks < 2:
+        idle_looks = idle_looks + 1 if backend.busy_slots() == 0 else 0
+        waited = backend.clock() - began
+        if idle_looks < 2 and (waited >= bound_s or cancel.wait(SETTLE_LOOK_S)):
+            return round(waited, 3), False
+    return round(backend.clock() - began, 3), True
+
+
 def measure_level(backend: StreamingBackend, rate: float, settings: Settings,
                   requests: Callable[[int], list[ChatRequest]], cancel: threading.Event) -> ArrivalLevel:
-    """One rate: the round trip, the arrivals on schedule, the split of every request."""
+    """One rate on a settled server: the round trip, the arrivals on schedule, the split of every request."""
     level = ArrivalLevel(rate, settings.duration_s, settings.seed, capacity_rps=predicted_capacity(settings),
                          ttft_target_ms=settings.ttft_target_ms, itl_target_ms=settings.itl_target_ms)
+    level.settle_s, level.settled = settle(backend, DRAIN * settings.duration_s, cancel)
     offsets = schedule(rate, settings.duration_s, settings.seed)
     trips = [t for t in (backend.round_trip_ms() for _ in range(3)) if t is not None]
     level.rtt_ms = _round(median(trips))
@@ -434,6 +453,17 @@ def _targets(level: ArrivalLevel) -> tuple[float, float]:
     return (level.ttft_target_ms or Settings.ttft_target_ms, level.itl_target_ms or Settings.itl_target_ms)
 
 
+def _disturbed(found: ArrivalSummary, state: MachineState | None) -> Finding | None:
+    """A busy machine (the meter), or a rate that began while the server still served the previous rate's cut
+    requests."""
+    if state is not None and state.busy:
+        return Finding("busy", {"load": state.load or 0.0, "others": state.others_s or 0.0})
+    leftover = next((lv for lv in found.levels if not lv.settled), None)
+    if leftover is None:
+        return None
+    return Finding("leftover", {"rate": leftover.rate, "waited": leftover.settle_s or 0.0})
+
+
 def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
     """Shown: the median TTFT at the highest rate (above capacity) is at least `TTFT_ROSE` times the lowest's
     (below it), and the queue is at least `QUEUE_TOOK_OVER` of its mean TTFT; decided by the first that failed."""
@@ -441,9 +471,9 @@ def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
     if found is None or len(found.levels) < 2:
         return Conclusion(ID, NO_DATA, Finding("too_few", {"levels": len(found.levels) if found else 0}))
     claims = _claims(found)
-    if state is not None and state.busy:
-        return Conclusion(ID, DISTURBED, Finding("busy", {"load": state.load or 0.0, "others": state.others_s or 0.0}),
-                          claims)
+    trouble = _disturbed(found, state)
+    if trouble is not None:
+        return Conclusion(ID, DISTURBED, trouble, claims)
     low, high = found.levels[0], found.levels[-1]
     share = queue_share(high)
     checks = (

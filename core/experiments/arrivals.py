@@ -303,7 +303,10 @@ def settle(backend: StreamingBackend, bound_s: float, cancel: threading.Event) -
         return 0.0, True
     began, idle_looks = backend.clock(), 0
     while idle_looks < 2:
-        idle_looks = idle_looks + 1 if backend.busy_slots() == 0 else 0
+        busy = backend.busy_slots()
+        if busy is None:  # a server that does not say (--no-slots): nothing to wait for
+            return 0.0, True
+        idle_looks = idle_looks + 1 if busy == 0 else 0
         waited = backend.clock() - began
         if idle_looks < 2 and (waited >= bound_s or cancel.wait(SETTLE_LOOK_S)):
             return round(waited, 3), False

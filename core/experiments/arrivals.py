@@ -12,13 +12,15 @@ request (open loop).
 could send it then: a late send is **client delay**, never hidden (a client that waits before sending and times
 from the send reports the wait away: the coordinated-omission error). The rest of TTFT is split into:
 
-- **network**: one round trip to the server (a GET of ``/health`` or the model list, the median of three just
+- **network**: one round trip to the server (a GET of ``/health`` or the model list, the fastest of five just
   before the level, as AIPerf subtracts), at most what the request took before the server began it;
 - **queue**: from the send to the moment the server began the prompt, less the round trip; llama-server says
   when (the first ``prompt_progress`` chunk, which it sends as it starts a prompt, ``time_ms`` 0). A server that
   does not say (a chat API) leaves it "not reported" (None), never 0;
 - **prefill**: the server's own ``prompt_ms`` where reported;
-- **rest**: what remains (the first token's sampling and delivery; for an API, the unsplit server time).
+- **rest**: what remains (the first token's sampling and delivery; for an API, the unsplit server time). The
+  server's prefill clock starts a moment before its first progress chunk reaches the client: that overlap is
+  taken off the queue, so no part is below 0.
 
 The five add up to the measured TTFT by construction. A level ends at most ``duration_s`` after its last
 arrival (`DRAIN`): requests still open then are cut and counted (``cut``), their TTFT at least the time they
@@ -134,7 +136,7 @@ class ArrivalLevel:
     itl_p50_ms: float | None = None
     itl_p90_ms: float | None = None
     itl_p99_ms: float | None = None
-    ttft_mean_ms: float | None = None  # the means of the requests that had a first token: the parts add up to it
+    ttft_mean_ms: float | None = None  # the means over the requests that finished: the parts add up to it
     client_mean_ms: float | None = None
     network_mean_ms: float | None = None
     queue_mean_ms: float | None = None
@@ -192,8 +194,10 @@ def send_on_schedule(backend: StreamingBackend, requests: Sequence[ChatRequest],
     cut = threading.Event()
 
     def send(item: Sent, request: ChatRequest) -> None:
-        wait = item.due - backend.clock()
-        if (wait > 0 and cancel.wait(wait)) or cancel.is_set() or cut.is_set():
+        while (wait := item.due - backend.clock()) > 0:  # never early: a wait may end a little before its time
+            if cancel.wait(wait):
+                return
+        if cancel.is_set() or cut.is_set():
             return
         item.result = backend.stream_chat(request, cancel=cancel)
 
@@ -240,8 +244,8 @@ def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: fl
     started = None if result.prompt_started_s is None else result.prompt_started_s * 1000
     network = None if rtt_ms is None else min(rtt_ms, from_sent if started is None else started)
     queue = None if started is None or network is None else started - network
-    prefill = result.server_prefill_ms
-    rest = from_sent - (network or 0.0) - (queue or 0.0) - (prefill or 0.0)
+    prefill = None if result.server_prefill_ms is None else min(result.server_prefill_ms, from_sent)
+    queue, network, rest = _overlap_off(from_sent, network, queue, prefill)
     record.ttft_ms = round(client + from_sent, 3)
     record.network_ms, record.queue_ms = _round(network), _round(queue)
     record.prefill_ms, record.rest_ms = _round(prefill), round(rest, 3)
@@ -253,6 +257,20 @@ def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: fl
         record.service_ms = round(result.server_prefill_ms + result.server_decode_ms, 3)
     record.error = "" if item.cut else result.error
     return record
+
+
+def _overlap_off(from_sent: float, network: float | None, queue: float | None,
+                 prefill: float | None) -> tuple[float | None, float | None, float]:
+    """``(queue, network, rest)`` with the rest never below 0: the server's prefill clock starts a moment before
+    its first progress chunk reaches the client, so an overlap is taken off the queue (then the network)."""
+    rest = from_sent - (network or 0.0) - (queue or 0.0) - (prefill or 0.0)
+    if rest < 0 and queue is not None:
+        taken = min(queue, -rest)
+        queue, rest = queue - taken, rest + taken
+    if rest < 0 and network is not None:
+        taken = min(network, -rest)
+        network, rest = network - taken, rest + taken
+    return queue, network, max(rest, 0.0)
 
 
 def _round(value: float | None) -> float | None:
@@ -286,13 +304,21 @@ def fold(level: ArrivalLevel, streams: list[ArrivalRequest], wall_s: float) -> A
     _percentiles(level, "queue", [s.queue_ms for s in timed if s.queue_ms is not None], (50, 90, 99))
     _percentiles(level, "client", [s.client_ms for s in streams if s.client_ms is not None], (50, 99))
     _percentiles(level, "itl", [gap for s in timed for gap in s.gaps_ms], (50, 90, 99))
-    level.ttft_mean_ms = _mean([s.ttft_ms for s in timed])
+    done = [s for s in timed if not s.error and not s.cut]  # a request cut mid-answer never got its timings
+    level.ttft_mean_ms = _mean([s.ttft_ms for s in done])
     for part in PARTS:
-        values = [getattr(s, f"{part}_ms") for s in timed]
+        values = [getattr(s, f"{part}_ms") for s in done]
         mean = _mean(values) if all(v is not None for v in values) else None  # a part some lack is not reported
         setattr(level, f"{part}_mean_ms", mean)
     level.service_ms = median(s.service_ms for s in timed if s.service_ms is not None)
     return level
+
+
+def round_trip(backend: StreamingBackend, looks: int = 5) -> float | None:
+    """The network's round trip in ms: the fastest of ``looks`` GETs (waiting for a busy machine's scheduler only
+    ever adds, so the fastest is the network's own); None when the server cannot be reached."""
+    trips = [t for t in (backend.round_trip_ms() for _ in range(looks)) if t is not None]
+    return round(min(trips), 3) if trips else None
 
 
 def settle(backend: StreamingBackend, bound_s: float, cancel: threading.Event) -> tuple[float, bool]:
@@ -320,8 +346,7 @@ def measure_level(backend: StreamingBackend, rate: float, settings: Settings,
                          ttft_target_ms=settings.ttft_target_ms, itl_target_ms=settings.itl_target_ms)
     level.settle_s, level.settled = settle(backend, DRAIN * settings.duration_s, cancel)
     offsets = schedule(rate, settings.duration_s, settings.seed)
-    trips = [t for t in (backend.round_trip_ms() for _ in range(3)) if t is not None]
-    level.rtt_ms = _round(median(trips))
+    level.rtt_ms = round_trip(backend)
     sent, origin, ended = send_on_schedule(backend, requests(len(offsets)), offsets, cancel,
                                            DRAIN * settings.duration_s)
     streams = [split(i, item, origin, level.rtt_ms, ended) for i, item in enumerate(sent)]
@@ -418,29 +443,36 @@ def goodput(level: ArrivalLevel, ttft_target_ms: float, itl_target_ms: float) ->
 
 
 def summarize(records: Sequence[Any]) -> ArrivalSummary | None:
-    """None until a level measured a first token."""
-    levels = tuple(sorted((r for r in records if isinstance(r, ArrivalLevel) and r.ttft_mean_ms is not None),
+    """None until a level measured a first token (or waited for one until it was cut)."""
+    levels = tuple(sorted((r for r in records if isinstance(r, ArrivalLevel) and r.ttft_p50_ms is not None),
                           key=lambda lv: lv.rate))
     if not levels:
         return None
     predicted = next((lv.capacity_rps for lv in levels if lv.capacity_rps), None)
     if predicted:
         return ArrivalSummary(levels, predicted, "predicted")
-    service = levels[0].service_ms
+    service = _service(levels)
     return ArrivalSummary(levels, round(1000 / service, 4) if service else None, "run" if service else "")
+
+
+def _service(levels: Sequence[ArrivalLevel]) -> float | None:
+    """The server's time per request at the lowest rate that finished one (one request at a time, or nearly)."""
+    return next((lv.service_ms for lv in levels if lv.service_ms), None)
 
 
 def _claims(found: ArrivalSummary) -> tuple[Finding, ...]:
     claims: list[Finding] = []
     if found.capacity:
         claims.append(Finding(f"capacity_{found.capacity_from}", {"capacity": found.capacity,
-                                                                   "service": found.levels[0].service_ms or 0.0}))
-    top = found.levels[-1]
-    parts = {part: getattr(top, f"{part}_mean_ms") for part in PARTS}
-    values = {"rate": top.rate, "ttft": top.ttft_mean_ms, **{k: v or 0.0 for k, v in parts.items()}}
-    claims.append(Finding("split" if parts["queue"] is not None and parts["network"] is not None
-                          else "split_unreported", values))
-    low = found.levels[0]
+                                                                   "service": _service(found.levels) or 0.0}))
+    finished = [lv for lv in found.levels if lv.ttft_mean_ms is not None]
+    if finished:
+        last = finished[-1]
+        parts = {part: getattr(last, f"{part}_mean_ms") for part in PARTS}
+        values = {"rate": last.rate, "ttft": last.ttft_mean_ms, **{k: v or 0.0 for k, v in parts.items()}}
+        claims.append(Finding("split" if parts["queue"] is not None and parts["network"] is not None
+                              else "split_unreported", values))
+    low, top = found.levels[0], found.levels[-1]
     claims.append(Finding("goodput", {
         "low_rate": low.rate, "low_good": goodput(low, *_targets(low))[0], "low_total": low.requests,
         "high_rate": top.rate, "high_good": goodput(top, *_targets(top))[0], "high_total": top.requests,
@@ -478,12 +510,13 @@ def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
     if trouble is not None:
         return Conclusion(ID, DISTURBED, trouble, claims)
     low, high = found.levels[0], found.levels[-1]
-    share = queue_share(high)
+    share = next((queue_share(lv) for lv in reversed(found.above()) if queue_share(lv) is not None), None)
     checks = (
         (found.capacity is None, Finding("no_capacity", {})),
         (not found.below(), Finding("none_below", {"capacity": found.capacity or 0.0, "rate": low.rate})),
         (not found.above(), Finding("none_above", {"capacity": found.capacity or 0.0, "rate": high.rate})),
-        (share is None, Finding("queue_unreported", {})),
+        (all(lv.queue_mean_ms is None for lv in found.levels), Finding("queue_unreported", {})),
+        (share is None, Finding("none_finished", {"rate": high.rate})),
         ((high.ttft_p50_ms or 0) < TTFT_ROSE * (low.ttft_p50_ms or 0),
          Finding("ttft_flat", {"low": low.ttft_p50_ms or 0.0, "high": high.ttft_p50_ms or 0.0, "times": TTFT_ROSE})),
         ((share or 0) < QUEUE_TOOK_OVER, Finding("queue_small", {"share": (share or 0) * 100, "rate": high.rate})),
@@ -505,4 +538,4 @@ EXPERIMENT = Experiment(
     id=ID, title="requests arriving at a rate: TTFT split into client, network, queue and prefill",
     icon=":material/schedule:", settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize,
     conclude=conclude, table=TABLE, record=ArrivalLevel, records="rates", options=OPTIONS,
-    sample=SAMPLE if SAMPLE.is_file() else None, default=False)
+    sample=SAMPLE, default=False)

@@ -2,7 +2,8 @@
 
 ``samples/embedded_default.json`` was written by ``python -m core --json`` on the embedded default
 (SmolLM2-135M on 2 CPU cores), ``samples/embedded_batch.json`` by ``python -m core --only batch
---json`` (experiment 4, 8 slots); ``samples/chapter_reference.json`` is the chapter's published table.
+--json`` (experiment 4, 8 slots), ``samples/embedded_arrivals.json`` by ``python -m bench arrivals`` (experiment 8's
+default sweep); ``samples/chapter_reference.json`` is the chapter's published table.
 They were written before the ids and field names were made one; they load through `core.records.renamed`.
 Each experiment names its sample in `core.experiments.EXPERIMENTS` and reads it with ``recorded()``.
 """

@@ -10,6 +10,7 @@ can compute the queue the schedule implies from the actual sends.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -105,6 +106,11 @@ class OneSlotServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about resets: a client closes the keep-alive connections its pool does not keep."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def __enter__(self) -> OneSlotServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()

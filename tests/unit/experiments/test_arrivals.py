@@ -60,7 +60,7 @@ def test_queue_times_are_the_queueing_the_sends_imply():
     implies, from the actual send times and the server's actual service: start = max(sent, previous end)."""
     with OneSlotServer(prefill_s=0.06, token_s=0.01) as server, LlamaServerBackend(server.url) as backend:
         offsets = ar.schedule(15.0, 1.2, seed=4)  # 18 arrivals
-        rtt = backend.round_trip_ms()
+        rtt = ar.round_trip(backend)
         sent, origin, ended = ar.send_on_schedule(backend, tagged(len(offsets)), offsets, threading.Event(), 10.0)
         records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
         served = server.served
@@ -93,7 +93,7 @@ class SlowClient(LlamaServerBackend):
 def test_a_slowed_client_is_counted_as_client_delay_not_server_time():
     with OneSlotServer(prefill_s=0.03, token_s=0.005) as server, SlowClient(server.url) as backend:
         offsets = [0.0, 0.4, 0.8]
-        rtt = backend.round_trip_ms()
+        rtt = ar.round_trip(backend)
         sent, origin, ended = ar.send_on_schedule(backend, tagged(3), offsets, threading.Event(), 10.0)
         records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
         served = server.served
@@ -189,7 +189,7 @@ def test_on_the_embedded_server_the_queue_takes_over_past_capacity(local):
         offsets = [i * spacing * service for i in range(n)]
         requests = [ChatRequest([{"role": "user", "content": f"{prefix} {i}\nSay hello."}], max_tokens=8,
                                 ignore_eos=True, extra={"cache_prompt": False}) for i in range(n)]
-        rtt = backend.round_trip_ms()
+        rtt = ar.round_trip(backend)
         sent, origin, ended = ar.send_on_schedule(backend, requests, offsets, threading.Event(), 60 * service + 30)
         streams = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
         return ar.fold(ar.ArrivalLevel(1 / (spacing * service), offsets[-1] or 1.0, 0), streams, ended - origin)

@@ -115,10 +115,20 @@ def test_an_api_without_a_queue_figure_says_not_reported():
     assert record.itl_ms == pytest.approx(100.0) and record.scheduled_s == pytest.approx(1.0)
     level = ar.fold(ar.ArrivalLevel(1.0, 10.0, 8), [record], 1.0)
     assert level.queue_mean_ms is None and ar.queue_share(level) is None
+    assert (level.itl_p50_ms, level.itl_p99_ms, level.ttft_p50_ms) == (100.0, 100.0, 302.0)
     cut = ar.split(1, ar.Sent(due=10.5, cut=True), origin=9.0, rtt_ms=40.0, ended=12.0)
     assert cut.waited_ms == pytest.approx(1500.0) and cut.ttft_ms is None
     level = ar.fold(ar.ArrivalLevel(1.0, 10.0, 8), [record, cut], 2.0)
     assert (level.cut, level.completed, level.ttft_p99_ms) == (1, 1, 1500.0)  # the cut one counts, as a lower bound
+
+
+def test_the_prefill_clocks_overlap_with_the_progress_chunk_comes_off_the_queue():
+    """The server starts its prefill clock a moment before its first progress chunk reaches the client: 10 ms here."""
+    result = RequestResult(success=True, sent_at=5.0, ttft_s=0.1, prompt_started_s=0.06, server_prefill_ms=50.0,
+                           end_s=0.1, chunk_times_s=[0.1])
+    record = ar.split(0, ar.Sent(due=5.0, result=result), origin=5.0, rtt_ms=5.0, ended=6.0)
+    assert (record.network_ms, record.queue_ms, record.prefill_ms, record.rest_ms) == (5.0, 45.0, 50.0, 0.0)
+    parts_add_up(record)
 
 
 def made_up(rate: float, ttft: float, queue: float | None, n: int = 10, capacity: float | None = 2.0,

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from bench.common import RESULTS, finish, spread, table
 from core.backends import LlamaServerBackend
@@ -20,7 +23,6 @@ from core.experiments import arrivals as ar
 from core.experiments.base import RunContext, exported_settings
 from core.export import to_json
 from core.stats import nearest_rank
-from tests.support.fake_slot import OneSlotServer
 
 SWEEP_GOAL_S, CLIENT_GOAL_MS = 240.0, 1.0
 CLIENT_RATES = (3.0, 20.0, 50.0)  # the default sweep's highest, then far above it; the fake serves ~200/s
@@ -49,18 +51,34 @@ def sweep() -> dict:
             "levels": [{k: v for k, v in lv.to_dict().items() if k != "streams"} for lv in levels]}
 
 
+FAKE = ("import sys; from tests.support.fake_slot import OneSlotServer\n"
+        "with OneSlotServer(prefill_s=0.002, token_s=0.001) as server:\n"
+        "    print(server.url, flush=True); sys.stdin.read()")
+
+
 def client_delay() -> dict:
-    """Scheduled -> sent for every request at each rate, against the one-slot fake (a request ~5 ms)."""
+    """Scheduled -> sent for every request at each rate, against the one-slot fake (a request ~5 ms) in a process of
+    its own, so that its threads do not share this client's interpreter lock."""
     rows = {}
-    with OneSlotServer(prefill_s=0.002, token_s=0.001) as server, LlamaServerBackend(server.url) as backend:
-        for rate in CLIENT_RATES:
-            offsets = ar.schedule(rate, CLIENT_SECONDS if rate > 10 else 20.0, seed=8)
-            requests = [ChatRequest([{"role": "user", "content": f"r{i}\nHi."}], max_tokens=4)
-                        for i in range(len(offsets))]
-            sent, origin, ended = ar.send_on_schedule(backend, requests, offsets, threading.Event(), 10.0)
-            records = [ar.split(i, item, origin, None, ended) for i, item in enumerate(sent)]
-            rows[f"{rate:g}/s"] = [r.client_ms for r in records if r.client_ms is not None]
+    fake = subprocess.Popen([sys.executable, "-c", FAKE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        url = fake.stdout.readline().strip() if fake.stdout else ""
+        with LlamaServerBackend(url) as backend:
+            for rate in CLIENT_RATES:
+                rows[f"{rate:g}/s"] = _delays(backend, rate)
+    finally:
+        fake.communicate("")
     return {name: spread(values) | {"p99": nearest_rank(values, 99) or 0.0} for name, values in rows.items()}
+
+
+def _delays(backend: LlamaServerBackend, rate: float) -> list[float]:
+    """One rate's requests on schedule: each one's delay from scheduled to sent, in ms."""
+    offsets = ar.schedule(rate, CLIENT_SECONDS if rate > 10 else 20.0, seed=8)
+    requests = [ChatRequest([{"role": "user", "content": f"r{i}\nHi."}], max_tokens=4) for i in range(len(offsets))]
+    sent, origin, ended = ar.send_on_schedule(backend, requests, offsets, threading.Event(), 10.0)
+    records = [ar.split(i, item, origin, None, ended) for i, item in enumerate(sent)]
+    return [r.client_ms for r in records if r.client_ms is not None]
 
 
 def wake_floor(n: int = 200) -> dict:

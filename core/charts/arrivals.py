@@ -45,7 +45,7 @@ def capacity_rule(runs: LevelRuns, t: Words) -> alt.LayerChart | None:
         align="left", dx=4, dy=-4, baseline="bottom", color=CACHE_HIT).encode(y=alt.value(0), text="label:N")
 
 
-def ttft_chart(runs: LevelRuns, t: Words) -> alt.TopLevelMixin | None:
+def ttft_chart(runs: LevelRuns, t: Words) -> alt.LayerChart | None:
     """TTFT p50, p90 and p99 against the arrival rate, the capacity marked."""
     rows = [{"run": label, "rate": lv.rate, "percentile": f"p{p}", "ms": getattr(lv, f"ttft_p{p}_ms"),
              "cut": lv.cut, "requests": lv.requests} for label, lv in _levels(runs) for p in (50, 90, 99)]
@@ -59,8 +59,8 @@ def ttft_chart(runs: LevelRuns, t: Words) -> alt.TopLevelMixin | None:
         strokeDash=_dash(runs),
         tooltip=["run", "rate", "percentile", alt.Tooltip("ms:Q", format=",.0f"), "requests", "cut"])
     rule = capacity_rule(runs, t)
-    return (lines + rule if rule is not None else alt.layer(lines)).properties(title=t("arrivals.chart_ttft"),
-                                                                                height=300)
+    return alt.LayerChart(layer=[lines, *([rule] if rule is not None else [])], title=t("arrivals.chart_ttft"),
+                          height=300)
 
 
 def split_chart(runs: LevelRuns, t: Words) -> alt.Chart | None:
@@ -84,7 +84,7 @@ def split_chart(runs: LevelRuns, t: Words) -> alt.Chart | None:
 
 
 def goodput_chart(runs: LevelRuns, t: Words, ttft_target_ms: float | None = None,
-                  itl_target_ms: float | None = None) -> alt.TopLevelMixin | None:
+                  itl_target_ms: float | None = None) -> alt.LayerChart | None:
     """The share of each rate's requests meeting both targets (the reader's, else the ones recorded with the run)."""
     rows = []
     for label, lv in _levels(runs):
@@ -102,8 +102,8 @@ def goodput_chart(runs: LevelRuns, t: Words, ttft_target_ms: float | None = None
         tooltip=["run", "rate", "good", "requests", alt.Tooltip("share:Q", format=".0f"),
                  alt.Tooltip("per_second:Q", format=".2f")])
     rule = capacity_rule(runs, t)
-    return (line + rule if rule is not None else alt.layer(line)).properties(title=t("arrivals.chart_goodput"),
-                                                                              height=260)
+    return alt.LayerChart(layer=[line, *([rule] if rule is not None else [])], title=t("arrivals.chart_goodput"),
+                          height=260)
 
 
 def timeline_chart(runs: LevelRuns, t: Words) -> alt.Chart | None:

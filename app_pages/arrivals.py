@@ -37,10 +37,11 @@ def metrics(rows: Sequence[ar.ArrivalLevel], t: Texts, ttft_target: float, itl_t
     top = found.levels[-1] if found else None
     a, b, c, d, e = st.columns(5)
     a.metric(t("arrivals.metric_capacity"), f"{found.capacity:.2f}/s" if found and found.capacity else "–")
-    b.metric(t("arrivals.metric_ttft"), _ms(top.ttft_p50_ms if top else None))
-    share = ar.queue_share(top) if top else None
-    c.metric(t("arrivals.metric_queue"), f"{share:.0%}" if share is not None else t("arrivals.not_reported") if top
-             else "–")
+    b.metric(t("arrivals.metric_ttft"), ("≥ " if top and top.cut else "") + _ms(top.ttft_p50_ms if top else None))
+    shares = [(lv.rate, share) for lv in found.levels if (share := ar.queue_share(lv)) is not None] if found else []
+    reported = found is not None and any(lv.queue_mean_ms is not None for lv in found.levels)
+    c.metric(t("arrivals.metric_queue"), f"{shares[-1][1]:.0%} · {shares[-1][0]:g}/s" if shares
+             else "–" if reported or not top else t("arrivals.not_reported"))
     good = ar.goodput(top, ttft_target, itl_target)[0] if top else None
     d.metric(t("arrivals.metric_goodput"), f"{good} / {top.requests}" if top and good is not None else "–")
     worst = max((lv.client_p99_ms or 0.0 for lv in found.levels), default=None) if found else None

@@ -27,11 +27,17 @@ LOW, HIGH = 0.3, 30_000.0
 
 @dataclass(frozen=True)
 class Marked:
-    """A phase point drawn under one machine's name; ``measured`` False for a bound (hollow)."""
+    """A phase point drawn under one machine's name; ``measured`` False for a bound (hollow); ``chapter`` for one the
+    chapter measured on its machine (filled, and named as the chapter's, never as measured here)."""
 
     machine: str
     point: PhasePoint
     measured: bool = True
+    chapter: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "chapter" if self.chapter else "measured" if self.measured else "bound"
 
 
 def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Words) -> alt.LayerChart:
@@ -44,7 +50,7 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Words) ->
     marks = pd.DataFrame([{"machine": m.machine, "phase": t(f"phase.{m.point.measurement.phase}"),
                            "run": m.point.measurement.label, "intensity": m.point.intensity,
                            "flops": m.point.flops_per_s, "tps": m.point.measurement.tps,
-                           "kind": t("roofline.kind_measured" if m.measured else "roofline.kind_bound")}
+                           "kind": t(f"roofline.kind_{m.kind}")}
                           for m in points])
     x = alt.X("intensity:Q", title=t("roofline.x"), scale=alt.Scale(type="log", domain=[LOW, HIGH], nice=False))
     y = alt.Y("flops:Q", title=t("roofline.y"), scale=alt.Scale(type="log"), axis=alt.Axis(format="~s"))
@@ -57,13 +63,13 @@ def roofline_chart(roofs: Sequence[Roof], points: Sequence[Marked], t: Words) ->
         layers.append(alt.Chart(ridges).mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="label"))
     if not marks.empty:
         phases = [t("phase.prefill"), t("phase.decode")]
-        kinds = [t("roofline.kind_measured"), t("roofline.kind_bound")]
+        bound = t("roofline.kind_bound")
         layers.append(alt.Chart(marks).mark_point(size=120, strokeWidth=2).encode(
             x=x, y=y,
             color=alt.Color("phase:N", title=None, scale=alt.Scale(domain=phases, range=[PREFILL, DECODE]),
                             legend=alt.Legend(orient="bottom")),
             shape=alt.Shape("machine:N", title=None, legend=alt.Legend(orient="bottom", columns=1)),
-            fill=alt.condition(alt.datum.kind == kinds[0], alt.Color("phase:N", scale=alt.Scale(
+            fill=alt.condition(alt.datum.kind != bound, alt.Color("phase:N", scale=alt.Scale(
                 domain=phases, range=[PREFILL, DECODE]), legend=None), alt.value("transparent")),
             tooltip=["machine", "run", "phase", "kind", alt.Tooltip("tps:Q", title="tokens/s", format=",.1f"),
                      alt.Tooltip("intensity:Q", title="FLOP/byte", format=".3g"),

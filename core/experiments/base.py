@@ -164,8 +164,9 @@ class Table:
         return f"{line}  ERROR: {record.error}" if record.error else line
 
     def rows(self, records: Sequence[Any]) -> list[dict[str, Any]]:
-        """The same columns for a page's table: ``{header: value}`` per record, and its error."""
-        return [{**{title: getattr(r, name, None) for name, title, _ in self.columns}, "error": r.error}
+        """The same columns for a page's table: ``{field: value}`` per record (the names its help explains), and its
+        error."""
+        return [{**{name: getattr(r, name, None) for name, _, _ in self.columns}, "error": r.error}
                 for r in records]
 
 

@@ -160,9 +160,9 @@ def conclude(rows: Sequence[RoundResult], state: MachineState | None) -> Conclus
     ok = sorted((r for r in measured_rows(rows, ID) if r.ttft_ms is not None), key=lambda r: r.prompt_tokens or 0)
     summary = summarize_input(rows)
     sizes = len({r.prompt_tokens for r in ok})
+    claims = _claims(summary) if summary.prefill_tps else ()
     if sizes < 2 or not summary.prefill_tps:
-        return Conclusion(ID, NO_DATA, Finding("too_few", {"sizes": sizes}))
-    claims = _claims(summary)
+        return Conclusion(ID, NO_DATA, Finding("too_few", {"sizes": sizes}), claims)
     first, last = ok[0], ok[-1]
     ends = {"first": first.ttft_ms, "first_tokens": first.prompt_tokens, "last": last.ttft_ms,
             "last_tokens": last.prompt_tokens}

@@ -125,9 +125,9 @@ def conclude(rows: Sequence[RoundResult], state: MachineState | None) -> Conclus
     per_token = _per_token(ok)
     middle = median(per_token)
     lengths = len({r.output_tokens for r in ok})
-    if lengths < 2 or not middle:
-        return Conclusion(ID, NO_DATA, Finding("too_few", {"lengths": lengths}))
     claims = _claims(rows)
+    if lengths < 2 or not middle:
+        return Conclusion(ID, NO_DATA, Finding("too_few", {"lengths": lengths}), claims)
     if (trouble := disturbed(state) or _contention(per_token, middle)) is not None:
         return Conclusion(ID, DISTURBED, trouble, claims)
     first, last = ok[0], ok[-1]

@@ -53,7 +53,7 @@ class RooflineRecord:
     error: str = ""
 
     @property
-    def shown(self) -> str:
+    def figure(self) -> str:
         """Its value as a table shows it (``8.09 GB/s``, never 8092695617.426293)."""
         return si(self.value, self.unit)
 
@@ -129,7 +129,7 @@ def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
     return Conclusion(ID, SHOWN, Finding("measured", {"ratio": found[PREFILL] / found[DECODE]}), (roofs, phases))
 
 
-TABLE = Table((("round", "round", 5), ("kind", "kind", 9), ("shown", "value", 18), ("how", "how", 60)))
+TABLE = Table((("round", "round", 5), ("kind", "kind", 9), ("figure", "value", 18), ("how", "how", 60)))
 
 
 EXPERIMENT = Experiment(

@@ -3,12 +3,14 @@ the registries (`EXPERIMENTS`, `CHARTS`) and tests no id, so an experiment added
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
 import pytest
 
 from core.charts import CHARTS, RunView
+from core.conclusions import paragraph
 from core.experiments import EXPERIMENTS
 from core.report import ContentWords, build_report
 from core.store.db import SavedRun
@@ -32,5 +34,5 @@ def test_a_report_of_each_experiment_has_its_charts_and_its_verdict(experiment: 
     charts = CHARTS[experiment]([RunView(f"recorded {experiment}", records)], words)
     assert charts and len(specs) == len(charts)  # the pages' own charts, each embedded as Vega-Lite
     assert all(spec_["$schema"].startswith("https://vega.github.io/schema/vega-lite/v6") for spec_ in specs.values())
-    shown, sentence = spec.verdict_text(records, words)
-    assert sentence and f"<b>recorded {experiment}</b>: {sentence}" in text.replace("&#x27;", "'")
+    sentence = paragraph(spec.conclude(records, None), words)
+    assert sentence and f"<b>recorded {experiment}</b>: {html.escape(sentence)}" in text

@@ -81,8 +81,8 @@ def test_fast_cpu_page_says_batching_can_show(tmp_path: Path, monkeypatch: pytes
 def test_a_run_short_of_the_bound_is_told_why_not_to_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One core on the prebuilt engine: the roofs allowed 2.8x, the run measured 1.2x (38 -> 47 tokens/s)."""
     _, text = batch_page(tmp_path, monkeypatch, FAST, levels([38.5, 47.4], [113.0, 82.9]), "one core")
-    assert "Not shown by this run: decode throughput went 1.2x" in text
-    assert "at most 7.1x here, and that is an upper bound: this engine reached 1.23x" in text
+    assert "Not shown by this run: decode throughput grew only 1.23x from 1 to 4 streams" in text
+    assert "Decode gained 1.23x of the at most 7.1x the roofs allow here." in text
     assert "run again" not in text.lower()
 
 
@@ -112,7 +112,8 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     # the run's four figures, then this machine's roofs as cached for every page
     assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Prefill", "Decode",
                                             "Compute peak", "Memory bandwidth", "Ridge point"]
-    assert any(s.value.startswith("Measured: the ridge point is") for s in at.success)
+    assert any(s.value.startswith("Measured: on this backend prefill ran ") and "the ridge point is" in s.value
+               for s in at.success)
     assert (tmp_path / "prefill-lab" / "roofline.json").is_file()
     frames = [d.value for d in at.dataframe]
     records = next(f for f in frames if "kind" in f)

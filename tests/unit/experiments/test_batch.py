@@ -27,8 +27,8 @@ from core.runs.runner import DONE, BackgroundRun
 from core.stats import nearest_rank
 from core.words import ContentWords
 from tests.support.apptest import api_state, app
-from ui.runs.history import view_of
 from tests.support.fake_openai import FakeOpenAIServer, Handler
+from ui.runs.history import view_of
 
 
 def _overlap_s(level: BatchLevel, phase: str) -> float:

@@ -156,13 +156,12 @@ def unsaved(store: RunStore | None) -> bool:
 
 def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
             records: dict[str, list[Record]]) -> None:
-    """Each experiment's conclusion in the content's words (the page's and the report's sentences), over every record
-    of the run (experiment 2 relates 1's too); --json, --csv."""
-    everything = [record for kind in records.values() for record in kind]
+    """Each experiment's conclusion over its own records, in the content's words: what its page and the report say
+    of the same run; --json, --csv."""
     words = ContentWords("en")
     for spec in specs:
         print(words(f"{spec.id}.title"))
-        print(paragraph(conclusion_of(spec, everything, None, None), words))
+        print(paragraph(conclusion_of(spec, spec.own(records.get(spec.records, [])), None, None), words))
     if args.json:
         args.json.write_text(to_json(settings, records))
     if args.csv:

@@ -253,4 +253,8 @@ class Experiment:
         if self.sample is None:
             return {}, []
         settings, records = from_json(self.sample.read_text(), self.records, self.record)
-        return settings, [r for r in records if getattr(r, "experiment", self.id) == self.id]
+        return settings, self.own(records)
+
+    def own(self, records: Sequence[Any]) -> list[Any]:
+        """Its records among others (an export's rounds hold experiments 1-3 together)."""
+        return [r for r in records if getattr(r, "experiment", self.id) == self.id]

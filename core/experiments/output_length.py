@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
-from core.experiments import input_length
 from core.experiments.base import (
     OUTPUT_PROMPT_TOKENS,
     Experiment,
@@ -90,17 +89,12 @@ SPIKE = 2.0  # a round whose time per token is this many times the median waited
 
 
 def _claims(rows: Sequence[RoundResult]) -> tuple[Finding, ...]:
-    """Its decode rate; with experiment 1's rounds among the records (a CLI run of both), prefill:decode."""
+    """Its decode rate (the prefill:decode ratio needs experiment 1's run: the page says it beside, as a note)."""
     summary = summarize_output(rows)
     if not summary.decode_tps or not summary.ms_per_output_token:
         return ()
-    claims = [Finding("decode_rate", {"speed": summary.decode_tps, "ms": summary.ms_per_output_token,
-                                      "source_word": timed_word(summary.decode_source)})]
-    prefill = input_length.summarize_input(rows).prefill_tps
-    if prefill:
-        claims.append(Finding("ratio", {"ratio": prefill / summary.decode_tps, "prefill": prefill,
-                                        "decode": summary.decode_tps}))
-    return tuple(claims)
+    return (Finding("decode_rate", {"speed": summary.decode_tps, "ms": summary.ms_per_output_token,
+                                    "source_word": timed_word(summary.decode_source)}),)
 
 
 def _per_token(ok: Sequence[RoundResult]) -> list[float]:

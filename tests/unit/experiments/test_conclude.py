@@ -99,14 +99,6 @@ def test_output_names_the_one_condition_that_failed() -> None:
     assert decided(shown)[2]["total"] == max(r.total_ms for r in recorded("output"))
 
 
-def test_output_beside_experiment_1_claims_their_ratio() -> None:
-    rows = EXPERIMENTS["input"].recorded()[1] + recorded("output")
-    ratio = next(c for c in output_length.conclude(rows, None).claims if c.key == "ratio").values
-    prefill = input_length.summarize_input(rows).prefill_tps
-    decode = output_length.summarize_output(rows).decode_tps
-    assert prefill and decode and ratio["ratio"] == prefill / decode
-
-
 def cache_rows(append: int, breaker: int, prompt: int = 2000) -> list[RoundResult]:
     return [RoundResult("cache", n, strategy=s, prompt_tokens=prompt, recomputed_tokens=prompt if n == 1 else r,
                         ttft_ms=100.0) for s, r in (("append_only", append), ("timestamp_first", breaker))

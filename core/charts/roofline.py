@@ -17,8 +17,11 @@ import pandas as pd
 
 from core.charts.base import RunView
 from core.charts.palette import DECODE, PREFILL, SERIES
+from core.engine.choice import EngineError, find_model
+from core.experiments.phases import probe_phases
 from core.experiments.roofline import BANDWIDTH, COMPUTE, RooflineRecord
-from core.roofline.arithmetic import PhasePoint, roof_line
+from core.roofline.arithmetic import PhasePoint, place, roof_line
+from core.roofline.model import ModelFacts, from_gguf
 from core.roofline.peaks import Ceiling, Roof
 from core.words import Words
 
@@ -89,7 +92,26 @@ def measured_roofs(runs: Sequence[RunView[Any]]) -> list[Roof]:
     return roofs
 
 
+def _engine_model() -> ModelFacts | None:
+    """The embedded engine's model, which experiment 5's runs here measure (None where its GGUF is not installed)."""
+    try:
+        return from_gguf(find_model())
+    except (EngineError, OSError, ValueError, ImportError):
+        return None
+
+
+def measured_phases(runs: Sequence[RunView[Any]], roofs: Sequence[Roof]) -> list[Marked]:
+    """Each run's measured prefill and decode placed under its own roofs, as the page places them (with the
+    embedded engine's model, the one its runs measure); none without the model's facts."""
+    model = _engine_model()
+    if model is None:
+        return []
+    by_run = {roof.machine: roof for roof in roofs}
+    return [Marked(run.label, place(by_run[run.label], model, m)) for run in runs if run.label in by_run
+            for m in probe_phases(run.rows, run.label)]
+
+
 def charts(runs: Sequence[RunView[Any]], t: Words) -> list[alt.TopLevelMixin]:
-    """Experiment 5's chart: every run's measured roofs (the page adds the phases placed with the model's facts)."""
+    """Experiment 5's chart: every run's measured roofs and the prefill and decode it measured under them."""
     roofs = measured_roofs(runs)
-    return [roofline_chart(roofs, [], t)] if roofs else []
+    return [roofline_chart(roofs, measured_phases(runs, roofs), t)] if roofs else []

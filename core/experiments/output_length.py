@@ -77,13 +77,6 @@ def summarize_output(rows: Sequence[RoundResult]) -> OutputSummary:
     )
 
 
-def prefill_decode_ratio(input_summary: input_length.InputSummary, output_summary: OutputSummary) -> float | None:
-    """How many times faster prefill processes a token than decode produces one."""
-    if input_summary.prefill_tps and output_summary.decode_tps:
-        return input_summary.prefill_tps / output_summary.decode_tps
-    return None
-
-
 FLAT_SPREAD = 50  # per cent: the time per token may vary this much across lengths and still be flat
 SPIKE = 2.0  # a round whose time per token is this many times the median waited on something else
 

@@ -1,4 +1,4 @@
-"""One self-contained HTML file for one run or a comparison: charts, verdicts, tables, settings, sources.
+"""One self-contained HTML file for one run or a comparison: charts, conclusions, tables, settings, sources.
 
 Every registered experiment is reported the same way: its charts are the pages' own (`core.charts.CHARTS`,
 embedded as Vega-Lite) and its conclusion is the pages' (`core.conclusions.conclusion_of`, rendered from the same

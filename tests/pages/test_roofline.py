@@ -202,3 +202,19 @@ def test_a_run_on_a_busy_machine_says_so_beside_the_verdict(tmp_path: Path, monk
     cpu = at.session_state["history"]["output"][-1].settings["cpu"]
     assert cpu is not None and cpu["busy"], cpu
     assert any(w.value.startswith("The machine was busy: the server had") for w in at.warning)
+
+
+@pytest.mark.slow
+def test_before_a_run_the_page_asks_for_no_settings_and_names_the_chapters_marks_as_the_chapters(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_roof(tmp_path, monkeypatch, SLOW)
+    at = app()
+    at.run()
+    at.switch_page("app_pages/roofline.py").run()
+    assert not at.exception, at.exception
+    infos = [i.value for i in at.info]
+    assert "Nothing measured yet on this machine: press Run (this experiment has no settings)." in infos
+    assert not any("Choose the settings" in text for text in infos)
+    kinds = {(v["machine"], v["kind"]) for v in chart_values(at) if "kind" in v}
+    chapter = "the chapter's measurement on its own machine (a reference, not this machine)"
+    assert ("Apple M3 Ultra", chapter) in kinds and ("Apple M3 Ultra", "measured here") not in kinds

@@ -7,7 +7,6 @@ import streamlit as st
 
 from core.charts.arrivals import goodput_chart, split_chart, timeline_chart, ttft_chart
 from core.charts.base import RunView
-from core.conclusions import render
 from core.experiments import EXPERIMENTS
 from core.experiments import arrivals as ar
 from core.experiments.prices import PRICE_LISTS
@@ -64,8 +63,7 @@ def draw(runs: Sequence[RunView[ar.ArrivalLevel]], t: Texts, key: str) -> None:
         if level.cut:
             st.caption(t("arrivals.cut_level", rate=level.rate, cut=level.cut, total=level.requests,
                          drain=ar.DRAIN * level.duration_s))
-    conclusion = ar.conclude(rows, None)
-    explain(t, ar.ID, conclusion.shown, " ".join(render(conclusion, t)))
+    explain(t, ar.ID, runs[0])
 
 
 def plan_note(t: Texts, settings: ar.Settings) -> None:

@@ -43,7 +43,7 @@ from typing import Any
 from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
-from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
 from core.experiments.prompts import document_body, input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
@@ -491,8 +491,9 @@ def _targets(level: ArrivalLevel) -> tuple[float, float]:
 def _disturbed(found: ArrivalSummary, state: MachineState | None) -> Finding | None:
     """A busy machine (the meter), or a rate that began while the server still served the previous rate's cut
     requests."""
-    if state is not None and state.busy:
-        return Finding("busy", {"load": state.load or 0.0, "others": state.others_s or 0.0})
+    meter = disturbed(state)
+    if meter is not None:
+        return meter
     leftover = next((lv for lv in found.levels if not lv.settled), None)
     if leftover is None:
         return None

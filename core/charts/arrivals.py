@@ -1,6 +1,6 @@
 """Altair charts for experiment 8 (requests arriving over time), coloured with `core.charts.palette`.
 
-Each builder takes runs as ``(label, levels)`` pairs, the current run first; earlier runs are drawn dashed beside
+Each builder takes runs (`RunView`: a label and its levels), the current run first; earlier runs are drawn dashed beside
 it. The capacity (predicted, or read off the run) is a vertical rule. Nothing here calls Streamlit.
 """
 
@@ -11,21 +11,22 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
+from core.charts.base import RunView
 from core.charts.palette import CACHE_HIT, DECODE, PREFILL, SERIES
 from core.experiments.arrivals import PARTS, ArrivalLevel, goodput, summarize
 from core.words import Words
 
-LevelRuns = Sequence[tuple[str, Sequence[ArrivalLevel]]]
+LevelRuns = Sequence[RunView[ArrivalLevel]]
 PART_COLOURS = {"client": SERIES[0], "network": SERIES[2], "queue": DECODE, "prefill": PREFILL, "rest": SERIES[5]}
 
 
 def _levels(runs: LevelRuns) -> list[tuple[str, ArrivalLevel]]:
-    return [(label, level) for label, levels in runs for level in levels
+    return [(run.label, level) for run in runs for level in run.rows
             if isinstance(level, ArrivalLevel) and level.ttft_p50_ms is not None]
 
 
 def _dash(runs: LevelRuns) -> alt.StrokeDash | alt.UndefinedType:
-    labels = [label for label, _ in runs]
+    labels = [run.label for run in runs]
     return alt.StrokeDash("run:N", title=None, scale=alt.Scale(domain=labels),
                           legend=alt.Legend(orient="bottom")) if len(labels) > 1 else alt.Undefined
 
@@ -36,7 +37,7 @@ def _x(t: Words) -> alt.X:
 
 def capacity_rule(runs: LevelRuns, t: Words) -> alt.LayerChart | None:
     """The current run's capacity as a vertical rule with its label; None when it has none."""
-    found = summarize(runs[0][1]) if runs else None
+    found = summarize(runs[0].rows) if runs else None
     if found is None or not found.capacity:
         return None
     data = pd.DataFrame([{"rate": found.capacity, "label": t("arrivals.capacity_mark", capacity=found.capacity)}])

@@ -62,8 +62,19 @@ def looks_like_json(value: Any) -> bool:
 
 def decoded(value: Any, what: str) -> Any:
     """A field as the tool meant it: a string that opens an object or array decoded (`loads`), anything else as
-    it is (plain text stays text)."""
-    return loads(value, what) if looks_like_json(value) else value
+    it is (plain text stays text). Some tools encode twice (Langfuse's trace ``input``: a JSON string of a JSON
+    string): a string that decodes to such a string is decoded again, a few times at most."""
+    for _ in range(4):
+        if looks_like_json(value):
+            value = loads(value, what)
+        elif isinstance(value, str) and value.startswith('"') and value.endswith('"') and len(value) > 1:
+            try:
+                value = loads(value, what)
+            except NotJson:
+                return value  # text that happens to be quoted
+        else:
+            return value
+    return value
 
 
 def lenient(value: Any, what: str) -> tuple[Any, str | None]:

@@ -29,3 +29,9 @@ def test_depth_and_size_are_bounded():
     assert jsontext.loads(brackets_in_strings, "x") == ["[" * 5_000]
     with pytest.raises(jsontext.NotJson, match="over the"):
         jsontext.loads("[" + " " * jsontext.MAX_CHARS + "]", "input")
+
+
+def test_a_string_encoded_twice_is_decoded_twice():
+    twice = '"{\\"messages\\": [{\\"role\\": \\"user\\"}]}"'
+    assert jsontext.decoded(twice, "input") == {"messages": [{"role": "user"}]}
+    assert jsontext.decoded('"quoted" text"', "input") == '"quoted" text"'

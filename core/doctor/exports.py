@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from core.backends.usage import count
-from core.doctor import traces
+from core.doctor import jsontext, traces
 from core.doctor.formats import read_body
 from core.doctor.model import Measured, Round, Transcript
 
@@ -39,6 +39,7 @@ LANGFUSE_CACHED = ("input_cache_read", "input_cached_tokens", "cache_read_input_
 LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "function",
                    "HumanMessage": "user", "AIMessage": "assistant", "SystemMessage": "system",
                    "ToolMessage": "tool", "AIMessageChunk": "assistant", "FunctionMessage": "function"}
+NO_INPUT = "the export records no input for this call"
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")  # LangSmith's documented thread metadata keys
 
 
@@ -68,6 +69,7 @@ class Call:
     parameters: Mapping[str, Any]
     measured: Measured | None
     span: Mapping[str, Any] | None = None  # the OpenTelemetry span's attributes, where the record keeps them
+    problem: str | None = None  # a field that should hold JSON and does not (`jsontext`), in words
 
 
 def _when(value: Any) -> datetime | None:
@@ -111,18 +113,40 @@ def _definition(message: Any) -> bool:
             and content.get("type") == "function" and "function" in content)
 
 
+def _gemini(model: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Gemini request as an SDK recorded it: Google's GenAI SDK (and ADK) keep the system instruction and the
+    tools in ``config``."""
+    config = _map(body.get("config"))
+    lifted = {"systemInstruction": config.get("system_instruction") or config.get("systemInstruction"),
+              "tools": config.get("tools")}
+    return {"model": model, **{k: v for k, v in lifted.items() if v}, **body}
+
+
+def _not_messages(messages: Any) -> str:
+    """Why an input is not a list of messages, saying what it is."""
+    if isinstance(messages, str):
+        return (f"the input is text ({len(messages):,} characters, it starts {messages[:32]!r}), not a list of "
+                "messages: nothing to compare")
+    if isinstance(messages, Mapping):
+        return (f"the input is a JSON object with {', '.join(map(str, list(messages)[:5]))}, not a list of "
+                "messages: this integration's shape is not read")
+    if isinstance(messages, list) and messages and isinstance(messages[0], str):
+        return (f"the input's messages are text ({messages[0][:32]!r}: an SDK object written as a string), not "
+                "JSON messages: nothing to compare")
+    return (f"the input is not a list of messages (a JSON {type(messages).__name__}): this integration's shape is "
+            "not read")
+
+
 def _body(model: Any, messages: Any, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A request body from a recorded input, in the format its messages show; `traces.Gap` where it holds none."""
+    if isinstance(messages, Mapping) and isinstance(messages.get("contents"), list):
+        return _gemini(model, messages)
     if isinstance(messages, Mapping) and isinstance(messages.get("messages"), list):
         messages = messages["messages"]
     if messages is None:
-        raise traces.Gap("the export records no input for this call")
-    if isinstance(messages, str):
-        raise traces.Gap(f"the input is text ({len(messages):,} characters, it starts {messages[:32]!r}), not "
-                         "messages: the integration flattened them")
+        raise traces.Gap(NO_INPUT)
     if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-        raise traces.Gap(f"the input is not a list of messages (a JSON {type(messages).__name__}): this "
-                         "integration's shape is not read")
+        raise traces.Gap(_not_messages(messages))
     if isinstance(parameters.get("instructions"), str) or any(
             m.get("type") in ("function_call", "function_call_output", "reasoning", "message") for m in messages):
         return {"model": model, "input": messages, **({"instructions": parameters["instructions"]}
@@ -141,21 +165,30 @@ def _record_round(call: Call) -> Round:
     kind = traces.family(call.span) if call.span else None
     if call.span and kind:  # an OpenTelemetry span kept whole: read as the OTLP reader reads it, else the input
         start = int(record.start.timestamp() * 1e9) if record.start else 0
-        spanned = traces.span_round(traces.Span(record.trace, "", start, "", dict(call.span), record.where), kind)
+        span = dict(call.span)
+        if kind == traces.GENAI and "gen_ai.input.messages" not in span and isinstance(call.messages, list) \
+                and any(isinstance(m, Mapping) and "parts" in m for m in call.messages):
+            span["gen_ai.input.messages"] = call.messages  # Langfuse moves them from the span to ``input``
+        spanned = traces.span_round(traces.Span(record.trace, "", start, "", span, record.where), kind)
         if spanned.gap is None:
             spanned.measured = call.measured or spanned.measured
             return spanned
     gap = None
     try:
+        if call.problem:
+            raise traces.Gap(call.problem)
         body = _body(model, call.messages, parameters)
-        if isinstance(parameters.get("tools"), list) and "tools" not in body and "messages" in body:
-            body["tools"] = parameters["tools"]
+        tools = parameters.get("tools") if isinstance(parameters.get("tools"), list) else traces.span_tools(
+            call.span or {})
+        if tools and "tools" not in body and "messages" in body:
+            body["tools"] = tools
         round_ = read_body(body, record.where)
         traces.check_round(round_)
     except (traces.Gap, ValueError) as exc:
         gap = str(exc).removeprefix(f"{record.where}: ")
         round_ = traces.gap_round(model, record.where)
     round_.time, round_.gap = record.start, gap
+    traces.history_elsewhere(round_)
     round_.endpoint = traces.span_endpoint(call.span or {})
     round_.measured = None if gap else call.measured
     return round_
@@ -164,12 +197,29 @@ def _record_round(call: Call) -> Round:
 # --- Langfuse -----------------------------------------------------------------------------------------------
 
 
+def _embedded(trace: Mapping[str, Any], observations: list[Any]) -> list[Mapping[str, Any]]:
+    session = trace.get("sessionId")
+    return [{**o, "sessionId": o.get("sessionId") or session} for o in observations if isinstance(o, Mapping)]
+
+
+def _api_traces(document: Any) -> list[Mapping[str, Any]] | None:
+    """The public API's traces (``GET /api/public/traces/{id}``, or a page of them): each trace with its
+    observations embedded as objects."""
+    items = document.get("data") if isinstance(document, Mapping) and "data" in document else [document]
+    if not isinstance(items, list) or not items or not all(
+            isinstance(t, Mapping) and isinstance(t.get("observations"), list) and "id" in t
+            and all(isinstance(o, Mapping) for o in t["observations"]) for t in items):
+        return None
+    return [o for t in items for o in _embedded(t, t["observations"])]
+
+
 def _langfuse_observations(document: Any) -> list[Mapping[str, Any]] | None:
     if isinstance(document, Mapping):
         if isinstance(document.get("trace"), Mapping) and isinstance(document.get("observations"), list):
-            session = document["trace"].get("sessionId")
-            return [{**o, "sessionId": o.get("sessionId") or session} for o in document["observations"]
-                    if isinstance(o, Mapping)]
+            return _embedded(document["trace"], document["observations"])
+        embedded = _api_traces(document)
+        if embedded is not None:
+            return embedded
         document = document.get("data")
     if isinstance(document, list) and document and all(
             isinstance(o, Mapping) and "traceId" in o and "startTime" in o and "type" in o for o in document):
@@ -194,16 +244,31 @@ def _langfuse_usage(usage: Any) -> Measured | None:
     return Measured(uncached + sum(p for p in parts if p is not None), cached, cached_key or "")
 
 
+def _decoded(observation: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], list[str]]:
+    """An observation with the fields Langfuse stores as JSON strings decoded (`jsontext`), and a sentence for
+    each that should be JSON and is not (the field is then kept as text)."""
+    out, problems = dict(observation), []
+    for key in ("input", "metadata", "modelParameters"):
+        out[key], problem = jsontext.lenient(observation.get(key), f"{where}'s {key}")
+        problems += [problem] if problem else []
+    attributes, problem = jsontext.lenient(_map(out["metadata"]).get("attributes"), f"{where}'s metadata.attributes")
+    if isinstance(out["metadata"], Mapping) and attributes is not None:
+        out["metadata"] = {**out["metadata"], "attributes": attributes}
+    return out, problems + ([problem] if problem else [])
+
+
 def _langfuse_call(where: str, observation: Mapping[str, Any]) -> Call | None:
     if observation.get("type") != "GENERATION":
         return None
+    here = f"{where} generation {str(observation.get('id'))[:16]}"
+    observation, problems = _decoded(observation, here)
     trace = str(observation.get("traceId"))
     span = _map(_map(observation.get("metadata")).get("attributes"))  # what Langfuse kept of an OTel span
     session = observation.get("sessionId") or next((span[k] for k in traces.SESSION_KEYS if span.get(k)), None)
-    record = Record(f"{where} generation {str(observation.get('id'))[:16]}", str(session or trace), trace,
+    record = Record(here, str(session or trace), trace,
                     _when(observation.get("startTime")), observation)
     return Call(record, observation.get("model"), observation.get("input"), _map(observation.get("modelParameters")),
-                _langfuse_usage(observation.get("usageDetails")), span or None)
+                _langfuse_usage(observation.get("usageDetails")), span or None, "; ".join(problems) or None)
 
 
 # --- LangSmith ----------------------------------------------------------------------------------------------
@@ -291,14 +356,17 @@ FAMILIES = {LANGFUSE: Family(_langfuse_observations, _langfuse_call, "generation
 
 def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     """Every LLM call of one family's documents as a round, conversations in the order they began."""
-    family, found, others = FAMILIES[name], [], 0
+    family, found, others, lifecycle = FAMILIES[name], [], 0, 0
     for where, document in documents:
         for item in family.records(document) or []:
             call = family.call(where, item)
-            if call is None:
+            round_ = _record_round(call) if call is not None else None
+            if call is None or round_ is None:
                 others += 1
+            elif round_.gap == NO_INPUT:
+                lifecycle += 1
             else:
-                found.append((call.record, _record_round(call)))
+                found.append((call.record, round_))
     unit = family.unit
     ordered = [r for _, r in traces.in_conversations(found, lambda f: f[0].conversation,
                                                        lambda f: f[0].start.timestamp() if f[0].start else 0.0)]
@@ -308,9 +376,10 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     notes = [f"read as a {name} export: {len(found)} {unit}, one round each, from {len(trace_ids)} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other records"]
-    if ordered and not any(r.raw_tools for r in ordered):
-        notes.append(f"the {unit} record no tool definitions: a tool list that changed cannot be seen, only the "
-                     "messages are compared")
+    if lifecycle:
+        notes.append(f"{lifecycle} {unit} hold no input (records of a call's lifecycle, such as a stream's start, "
+                     "not a request): left out")
+    notes += traces.tool_notes(ordered, unit) + traces.history_notes(ordered)
     gaps = [r for r in ordered if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(ordered)} {unit} do not hold their whole prompt: those rounds get no "

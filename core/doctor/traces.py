@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from core.backends.usage import count
+from core.doctor import jsontext
 from core.doctor.formats import chat_round
 from core.doctor.model import Block, Measured, Round, Transcript
 
@@ -129,11 +130,9 @@ def family(attributes: Mapping[str, Any]) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _loads(text: str) -> Any:
-    """JSON attributes repeat on every span of an agent (its tools, its parameters): parsed once. The rounds
-    share the parsed objects, which nothing changes."""
-    return json.loads(text)
+def _loads(text: str, what: str = "the attribute") -> Any:
+    """A JSON attribute (`jsontext.loads`: bounded, parsed once per distinct text, shared by the rounds)."""
+    return jsontext.loads(text, what)
 
 
 _TEXTS: dict[int, tuple[Any, str]] = {}
@@ -153,7 +152,7 @@ def _tool_text(tool: Any) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _genai_tools(text: str) -> list[Any] | None:
-    tools = _loads(text)
+    tools = _loads(text, "gen_ai.tool.definitions")
     return [_chat_tool(t) for t in tools] if isinstance(tools, list) else None
 
 
@@ -170,10 +169,9 @@ def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
     if not value.lstrip().startswith(("[", "{")):  # plain text where JSON was specified (LiteLLM's instructions)
         return value
     try:
-        return _loads(value)
-    except json.JSONDecodeError:
-        raise Gap(f"{key} is not whole JSON ({len(value):,} characters, it ends {value[-24:]!r}): the exporter cut it "
-                  "at its length limit") from None
+        return _loads(value, key)
+    except jsontext.NotJson as exc:
+        raise Gap(f"{exc}: cut at an exporter's length limit, or never whole") from None
 
 
 def _check_text(key: str, value: str) -> None:
@@ -269,11 +267,8 @@ def _openllmetry(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], l
     return messages, tools or None
 
 
-def _maybe_json(value: Any) -> Any:
-    try:
-        return _loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        return value
+def _maybe_json(value: Any, what: str = "the attribute") -> Any:
+    return jsontext.lenient(value, what)[0]
 
 
 def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
@@ -306,6 +301,51 @@ def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]],
 READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference}
 
 
+def _function(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description or "",
+                                             "parameters": parameters}}
+
+
+def _listed(value: Any, key: str) -> list[Any] | None:
+    tools = value.get(key) if isinstance(value, Mapping) else None
+    return tools if isinstance(tools, list) and tools else None
+
+
+def _pydantic_tools(value: Any) -> list[Any] | None:
+    """pydantic-ai's ``model_request_parameters``: ``function_tools`` and ``output_tools`` with their schema."""
+    tools = (_listed(value, "function_tools") or []) + (_listed(value, "output_tools") or [])
+    return [_function(t.get("name"), t.get("description"), t.get("parameters_json_schema"))
+            for t in tools if isinstance(t, Mapping)] or None
+
+
+def _vercel_tools(value: Any) -> list[Any] | None:
+    """The Vercel AI SDK's ``ai.prompt.tools``: one JSON string per tool, in GenAI's flat shape."""
+    if not isinstance(value, list):
+        return None
+    return [_chat_tool(_maybe_json(t, "ai.prompt.tools")) for t in value] or None
+
+
+# where instrumentations keep the tool list when not under their own convention's key, in the order looked at
+TOOL_PLACES: tuple[tuple[str, Callable[[Any], list[Any] | None]], ...] = (
+    ("gen_ai.tool.definitions", lambda v: v if isinstance(v, list) and v else None),
+    ("llm.invocation_parameters", lambda v: _listed(v, "tools")),
+    ("input.value", lambda v: _listed(v, "tools")),  # OpenInference: the request body itself
+    ("model_request_parameters", _pydantic_tools),
+    ("ai.prompt.tools", _vercel_tools),
+)
+LOOKED_FOR_TOOLS = "llm.tools, llm.request.functions, " + ", ".join(key for key, _ in TOOL_PLACES)
+
+
+def span_tools(attributes: Mapping[str, Any]) -> list[Any] | None:
+    """The tool list from the first `TOOL_PLACES` entry that holds one, in the Chat Completions shape."""
+    for key, read in TOOL_PLACES:
+        if key in attributes:
+            tools = read(_maybe_json(attributes[key], key))
+            if tools:
+                return [_chat_tool(t) for t in tools]
+    return None
+
+
 def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
     if kind == OPENINFERENCE:
         prompt, cached, source = "llm.token_count.prompt", "llm.token_count.prompt_details.cache_read", "cache_read"
@@ -335,17 +375,43 @@ def _provider_tools(tools: list[Any] | None) -> list[str]:
 
 
 def check_round(round_: Round) -> None:
-    """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool, tool calls without the
-    tool definitions."""
+    """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool."""
     if not any(b.text for m in round_.messages for b in m.blocks):
         raise Gap("the span records no prompt (content capture is off in this instrumentation)")
     provider_side = _provider_tools(round_.raw_tools)
     if provider_side:
         raise Gap(f"a provider-side tool ({', '.join(provider_side)}): what it adds is not in the span")
-    calls = any(b.field in TOOL_FIELDS or b.text.startswith("<tool_call_id>") for m in round_.messages
-                for b in m.blocks)
-    if calls and round_.raw_tools is None:
-        raise Gap("the span records tool calls but not the tool definitions")
+
+
+def history_elsewhere(round_: Round) -> None:
+    """A call whose first turn is a tool's result sent only what it adds (the history lives on the server, as
+    with ``previous_response_id``): marked so, it is compared as such, never as an edited history."""
+    first = next((m for m in round_.messages if m.role not in ("system", "developer")), None)
+    if first is not None and (first.role in ("tool", "function")
+                              or any(b.field == "tool_call_id" for b in first.blocks)):
+        round_.server_history = True
+
+
+def history_notes(rounds: list[Round]) -> list[str]:
+    return [f"{r.source}: the call starts with a tool's result, so its history lives elsewhere (on the server): only "
+            "what it adds is compared" for r in rounds if r.server_history]
+
+
+def tools_unseen(round_: Round) -> bool:
+    """A round that calls tools but records no tool list: its messages are compared, its tools cannot be."""
+    return round_.raw_tools is None and not round_.gap and any(
+        b.field in TOOL_FIELDS or b.text.startswith("<tool_call_id>") for m in round_.messages for b in m.blocks)
+
+
+def tool_notes(rounds: list[Round], unit: str) -> list[str]:
+    """What the rounds say of their tool lists, where one could not be seen."""
+    read = [r for r in rounds if not r.gap]
+    if read and not any(r.raw_tools for r in read):
+        return [f"the {unit} record no tool definitions (looked in {LOOKED_FOR_TOOLS}): the messages are "
+                "compared, a tool list that changed cannot be seen"]
+    unseen = sum(tools_unseen(r) for r in read)
+    return [f"{unseen} of {len(read)} {unit} call tools but record no tool definitions (looked in "
+            f"{LOOKED_FOR_TOOLS}): their messages are compared, their tools cannot be"] if unseen else []
 
 
 def gap_round(model: Any, where: str) -> Round:
@@ -365,6 +431,7 @@ def span_round(span: Span, kind: str) -> Round:
     gap = None
     try:
         messages, tools = READERS[kind](attributes)
+        tools = tools or span_tools(attributes)
         round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}]}, span.where)
         if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
             round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
@@ -372,6 +439,7 @@ def span_round(span: Span, kind: str) -> Round:
     except Gap as exc:
         gap = str(exc)
         round_ = gap_round(model, span.where)
+    history_elsewhere(round_)
     round_.endpoint = span_endpoint(attributes)
     round_.time = datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc) if span.start_ns else None
     round_.measured = None if gap else _usage(attributes, kind)
@@ -433,9 +501,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
              f"{len({s.trace_id for s, _ in found})} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other spans"]
-    if any(kind == GENAI for kind in kinds) and not any(r.raw_tools for r in rounds):
-        notes.append("the spans record no tool definitions (gen_ai.tool.definitions): a tool list that changed "
-                     "cannot be seen, only the messages are compared")
+    notes += tool_notes(rounds, "spans") + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")

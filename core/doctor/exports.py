@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from core.backends.usage import count
-from core.doctor import jsontext, traces
+from core.doctor import calls, jsontext, traces
 from core.doctor.formats import read_body
 from core.doctor.model import Measured, Round, Transcript
 
@@ -52,6 +52,12 @@ class Record:
     trace: str
     start: datetime | None
     data: Mapping[str, Any]
+    key: str = ""  # the record's own id, and the id of the record it sits in (`calls.one_per_call`)
+    parent: str | None = None
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -143,6 +149,8 @@ def _body(model: Any, messages: Any, parameters: Mapping[str, Any]) -> dict[str,
         return _gemini(model, messages)
     if isinstance(messages, Mapping) and isinstance(messages.get("messages"), list):
         messages = messages["messages"]
+    elif isinstance(messages, Mapping) and "role" in messages and "content" in messages:
+        messages = [messages]  # one message alone (the Claude Agent SDK's turn)
     if messages is None:
         raise traces.Gap(NO_INPUT)
     if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
@@ -265,8 +273,8 @@ def _langfuse_call(where: str, observation: Mapping[str, Any]) -> Call | None:
     trace = str(observation.get("traceId"))
     span = _map(_map(observation.get("metadata")).get("attributes"))  # what Langfuse kept of an OTel span
     session = observation.get("sessionId") or next((span[k] for k in traces.SESSION_KEYS if span.get(k)), None)
-    record = Record(here, str(session or trace), trace,
-                    _when(observation.get("startTime")), observation)
+    record = Record(here, str(session or trace), trace, _when(observation.get("startTime")), observation,
+                    str(observation.get("id") or ""), _optional(observation.get("parentObservationId")))
     return Call(record, observation.get("model"), observation.get("input"), _map(observation.get("modelParameters")),
                 _langfuse_usage(observation.get("usageDetails")), span or None, "; ".join(problems) or None)
 
@@ -329,7 +337,8 @@ def _langsmith_call(where: str, run: Mapping[str, Any]) -> Call | None:
     metadata, parameters = _map(extra.get("metadata")), _map(extra.get("invocation_params"))
     trace = str(run.get("trace_id"))
     thread = next((str(metadata[k]) for k in THREAD_KEYS if metadata.get(k)), None)
-    record = Record(f"{where} run {str(run.get('id'))[:16]}", thread or trace, trace, _when(run.get("start_time")), run)
+    record = Record(f"{where} run {str(run.get('id'))[:16]}", thread or trace, trace, _when(run.get("start_time")), run,
+                    str(run.get("id") or ""), _optional(run.get("parent_run_id")))
     inputs = _map(run.get("inputs"))
     model = (parameters.get("model") or parameters.get("model_name") or inputs.get("model")
              or metadata.get("ls_model_name"))
@@ -367,15 +376,21 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
                 lifecycle += 1
             else:
                 found.append((call.record, round_))
-    unit = family.unit
+    unit, total = family.unit, len(found)
+    nodes, merged = calls.one_per_call([calls.Node(record.key, record.parent, round_) for record, round_ in found],
+                                       unit)
+    records = {id(record_round): record for record, record_round in found}
+    found = [(records[id(node.round)], node.round) for node in nodes]
     ordered = [r for _, r in traces.in_conversations(found, lambda f: f[0].conversation,
                                                        lambda f: f[0].start.timestamp() if f[0].start else 0.0)]
     conversations = {record.conversation for record, _ in found}
     trace_ids = {record.trace for record, _ in found}
     named = len(conversations - trace_ids)
-    notes = [f"read as a {name} export: {len(found)} {unit}, one round each, from {len(trace_ids)} traces"
+    counted = f"{total} {unit}" if total == len(ordered) else f"{total} {unit} as {len(ordered)} calls"
+    notes = [f"read as a {name} export: {counted}, one round each, from {len(trace_ids)} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other records"]
+    notes += merged
     if lifecycle:
         notes.append(f"{lifecycle} {unit} hold no input (records of a call's lifecycle, such as a stream's start, "
                      "not a request): left out")

@@ -24,13 +24,13 @@ Conversations: Langfuse's session, else the trace; LangSmith's thread (``thread_
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from core.backends.usage import count
-from core.doctor import calls, jsontext, traces
+from core.doctor import calls, jsontext, spans, traces
 from core.doctor.formats import read_body
 from core.doctor.model import Measured, Round, Transcript
 
@@ -177,7 +177,7 @@ def _record_round(call: Call) -> Round:
         if kind == traces.GENAI and "gen_ai.input.messages" not in span and isinstance(call.messages, list) \
                 and any(isinstance(m, Mapping) and "parts" in m for m in call.messages):
             span["gen_ai.input.messages"] = call.messages  # Langfuse moves them from the span to ``input``
-        spanned = traces.span_round(traces.Span(record.trace, "", start, "", span, record.where), kind)
+        spanned = traces.span_round(spans.Span(record.trace, "", start, "", span, record.where), kind)
         if spanned.gap is None:
             spanned.measured = call.measured or spanned.measured
             return spanned
@@ -402,33 +402,21 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     return Transcript(ordered, [], "trace", notes)
 
 
-def _documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
-    try:
-        yield name, json.loads(text)
-        return
-    except (json.JSONDecodeError, RecursionError):
-        pass
-    for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip():
-            try:
-                yield f"{name} line {number}", json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                raise traces.TraceError(f"{name} line {number}: not valid JSON") from None
-
-
 def read_text(text: str, name: str) -> Transcript | None:
-    """An OTLP trace (`traces.read_text`), a Langfuse or a LangSmith export, else None (a request log)."""
-    otlp = traces.read_text(text, name)
-    if otlp is not None or not text.lstrip().startswith(("{", "[")):
-        return otlp
-    try:
-        documents = list(_documents(text, name))
-    except traces.TraceError:
+    """Spans in any layout (`traces.read_found`), a Langfuse or a LangSmith export, else None (a request log).
+    The file is split into its JSON documents once (`spans.documents`), whichever reads it."""
+    if text.lstrip()[:1] not in ("{", "[") and not any(
+            line.lstrip()[:1] in ("{", "[") for line in text.split("\n", spans.BANNER_LINES + 1)[:spans.BANNER_LINES]):
         return None
+    found, problem = spans.documents(text, name)
+    read = traces.read_found(found, problem)
+    if read is not None or problem or not found or text.lstrip()[:1] not in ("{", "["):
+        return read
+    documents = found
     if len(documents) > 1:  # one record per line: the lines together are the export
         documents = [(name, [d for _, d in documents])] if all(isinstance(d, Mapping) for _, d in documents) \
             else documents
-    for name, family in FAMILIES.items():
+    for family_name, family in FAMILIES.items():
         if documents and all(family.records(d) is not None for _, d in documents):
-            return read_documents(name, documents)
+            return read_documents(family_name, documents)
     return None

@@ -22,19 +22,18 @@ tool whose results never reach the span.
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
-import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from core.backends.usage import count
-from core.doctor import jsontext
+from core.doctor import jsontext, spans
+from core.doctor.calls import Node, one_per_call
 from core.doctor.formats import chat_round
 from core.doctor.model import Block, Measured, Round, Transcript
+from core.doctor.spans import Span
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
@@ -54,65 +53,9 @@ class TraceError(ValueError):
     """The document is a trace, but cannot be read; the message says why."""
 
 
-@dataclass
-class Span:
-    """One span, whatever the document: ids, start (ns since the epoch), name and flat attributes."""
-
-    trace_id: str
-    span_id: str
-    start_ns: int
-    name: str
-    attributes: dict[str, Any] = field(default_factory=dict)
-    where: str = ""
-
-
-def _hex(value: Any) -> str:
-    """An OTLP JSON id: hex as the spec writes it, or base64 as protobuf's own JSON mapping writes it."""
-    text = str(value or "")
-    if re.fullmatch(r"[0-9a-fA-F]*", text):
-        return text.lower()
-    try:
-        return base64.b64decode(text).hex()
-    except ValueError:
-        return text
-
-
-def _otlp_value(value: Any) -> Any:
-    """An OTLP ``AnyValue`` as Python: strings, ints (JSON writes 64-bit ints as strings), arrays, maps."""
-    if not isinstance(value, Mapping):
-        return value
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "arrayValue" in value:
-        return [_otlp_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in value:
-        return {kv.get("key"): _otlp_value(kv.get("value")) for kv in (value["kvlistValue"] or {}).get("values", [])}
-    if "bytesValue" in value:
-        return value["bytesValue"]
-    return None
-
-
-def _otlp_spans(document: Mapping[str, Any], where: str) -> Iterator[Span]:
-    for batch in document.get("resourceSpans") or document.get("batches") or []:
-        resource = {a.get("key"): _otlp_value(a.get("value"))
-                    for a in (batch.get("resource") or {}).get("attributes", [])}
-        for scope in batch.get("scopeSpans") or batch.get("instrumentationLibrarySpans") or []:
-            for span in scope.get("spans") or []:
-                attributes = {**resource, **{a.get("key"): _otlp_value(a.get("value"))
-                                             for a in span.get("attributes") or []}}
-                span_id = _hex(span.get("spanId"))
-                yield Span(_hex(span.get("traceId")), span_id, int(span.get("startTimeUnixNano") or 0),
-                           str(span.get("name", "")), attributes, f"{where} span {span_id[:16]}")
-
-
 def is_trace(document: Any) -> bool:
-    """Whether a JSON document is a trace export this module reads (never a request body or log wrapper)."""
-    if not isinstance(document, Mapping):
-        return False
-    return isinstance(document.get("resourceSpans"), list) or isinstance(document.get("batches"), list)
+    """Whether a JSON document holds spans in a layout `spans` reads (never a request body or log wrapper)."""
+    return spans.layout(document) is not None
 
 
 def family(attributes: Mapping[str, Any]) -> str | None:
@@ -377,7 +320,8 @@ def _provider_tools(tools: list[Any] | None) -> list[str]:
 def check_round(round_: Round) -> None:
     """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool."""
     if not any(b.text for m in round_.messages for b in m.blocks):
-        raise Gap("the span records no prompt (content capture is off in this instrumentation)")
+        raise Gap("the span records no prompt in its attributes or its events (content capture is off in this "
+                  "instrumentation, or the content went to its logs)")
     provider_side = _provider_tools(round_.raw_tools)
     if provider_side:
         raise Gap(f"a provider-side tool ({', '.join(provider_side)}): what it adds is not in the span")
@@ -468,14 +412,39 @@ def in_conversations(items: list[T], conversation: Callable[[T], str], start: Ca
     return sorted(items, key=lambda item: (begun[conversation(item)], conversation(item), start(item)))
 
 
+MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+
+
+def with_events(span: Span) -> dict[str, Any]:
+    """A span's attributes with the content its events hold: GenAI attributes put on an event
+    (``gen_ai.input.messages``, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``), and the older
+    one-event-per-message convention (``gen_ai.user.message`` with ``content``) as ``gen_ai.input.messages``."""
+    if not span.events:
+        return span.attributes
+    attributes, messages = dict(span.attributes), []
+    for name, values in span.events:
+        for key, value in values.items():
+            if key.startswith("gen_ai.") and key not in attributes:
+                attributes[key] = value
+        if name in MESSAGE_EVENTS:
+            content = values.get("content", values.get("gen_ai.event.content", ""))
+            messages.append({"role": MESSAGE_EVENTS[name], "parts": [{"type": "text", "content": content}]})
+    if messages and "gen_ai.input.messages" not in attributes:
+        attributes["gen_ai.input.messages"] = messages
+    return attributes
+
+
 def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
-    """Every LLM span of the documents as a round: conversations (session, else trace) in the order they
-    began, each in time order. The notes say what was read and which conventions."""
+    """Every LLM call of the documents' spans as a round (`calls.one_per_call`): conversations (session, else
+    trace) in the order they began, each in time order. The notes say what was read and which conventions."""
     found: list[tuple[Span, str]] = []
     others = 0
     sessions: dict[str, str] = {}  # a session id on any span of a trace (its root, often) holds for all of them
     for where, document in documents:
-        for span in _otlp_spans(document, where):
+        layout = spans.layout(document)
+        for span in layout.spans(document, where) if layout else ():
+            span.attributes = with_events(span)
             session = _session(span)
             if session is not None:
                 sessions.setdefault(span.trace_id, session)
@@ -489,19 +458,22 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
     found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
-    rounds, errors = [], []
+    nodes, errors = [], []
     for span, kind in found:
         try:
-            rounds.append(span_round(span, kind))
+            nodes.append(Node(span.span_id, span.parent, span_round(span, kind)))
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
+    nodes, merged = one_per_call(nodes, "LLM spans")
+    rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})
     named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
-    notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {len(found)} LLM spans, one round each, from "
+    counted = f"{len(found)} LLM spans" + (f" as {len(rounds)} calls" if len(rounds) != len(found) else "")
+    notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {counted}, one round each, from "
              f"{len({s.trace_id for s, _ in found})} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other spans"]
-    notes += tool_notes(rounds, "spans") + history_notes(rounds)
+    notes += merged + tool_notes(rounds, "spans") + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")
@@ -509,30 +481,21 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
 
 
 def read_text(text: str, name: str) -> Transcript | None:
-    """A trace file (one JSON document, or one export per line as the collector's file exporter writes),
-    else None: the caller reads it as a request log."""
-    stripped = text.lstrip()
-    if not stripped.startswith("{"):
+    """A file of spans in any layout `spans` reads, else None (`read_found` on the file's documents)."""
+    return read_found(*spans.documents(text, name))
+
+
+def read_found(found: list[tuple[str, Any]], problem: str | None) -> Transcript | None:
+    """The documents of a file (`spans.documents`) read as spans when the first holds spans, else None: the
+    caller reads them as a request log or an export. A later part that is not JSON is refused with its line;
+    documents among them that hold no spans are counted in the notes."""
+    if not found or not is_trace(found[0][1]):
         return None
-    first = stripped.split("\n", 1)[0]
-    try:
-        head = json.loads(first)
-    except (json.JSONDecodeError, RecursionError):
-        head = None
-    if is_trace(head):
-        documents = []
-        for number, line in enumerate(text.split("\n"), start=1):
-            if line.strip():
-                try:
-                    documents.append((f"{name} line {number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise TraceError(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
-                                     ) from None
-        return read_documents(documents)
-    if head is not None:  # a one-line JSON document that is not a trace: a request log
-        return None
-    try:
-        whole = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    return read_documents([(name, whole)]) if is_trace(whole) else None
+    if problem:
+        raise TraceError(problem)
+    traced = [(where, document) for where, document in found if is_trace(document)]
+    transcript = read_documents(traced)
+    if len(traced) < len(found):
+        transcript.notes.append(f"{len(found) - len(traced)} JSON documents of the file hold no spans (the first: "
+                                f"{next(w for w, d in found if not is_trace(d))}): left out")
+    return transcript

@@ -67,7 +67,8 @@ def test_a_span_without_its_prompt_is_named_and_gets_no_verdict():
         document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = variant
         rounds += traces.read_documents([("t", json.loads(json.dumps(document)))]).rounds
     assert [r.gap for r in rounds][0] is None
-    assert rounds[1].gap == "the span records no prompt (content capture is off in this instrumentation)"
+    assert rounds[1].gap == ("the span records no prompt in its attributes or its events (content capture "
+                             "is off in this instrumentation, or the content went to its logs)")
     assert rounds[2].gap.startswith("gen_ai.input.messages is not whole JSON (64 characters")
     analysis = doctor.analyse(doctor.Transcript(rounds, [], "trace"))
     assert [f.cause for f in analysis.findings] == [doctor.NONE, doctor.NOT_COMPARED, doctor.NOT_COMPARED,

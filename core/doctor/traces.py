@@ -36,6 +36,7 @@ from core.doctor.model import Block, Measured, Round, Transcript
 from core.doctor.spans import Span
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
+VERCEL = "Vercel AI SDK (ai.prompt.*)"
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
                 "traceloop.association.properties.session_id")
 REDACTED = ("__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]")
@@ -67,6 +68,8 @@ def family(attributes: Mapping[str, Any]) -> str | None:
         return GENAI
     if any(k.startswith("gen_ai.prompt.") for k in attributes):
         return OPENLLMETRY
+    if "ai.prompt.messages" in attributes:  # the AI SDK's doGenerate/doStream span: the model call itself
+        return VERCEL
     operation = attributes.get("gen_ai.operation.name")
     if operation in ("chat", "text_completion", "generate_content") or "gen_ai.request.model" in attributes:
         return GENAI  # an LLM span without its content: named, never compared
@@ -241,7 +244,38 @@ def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]],
     return messages, tools or None
 
 
-READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference}
+def _vercel_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An AI SDK message (content a text, or parts: ``text``, ``tool-call``, ``tool-result``) as Chat Completions
+    messages: a tool message's results become one ``role: tool`` message each."""
+    role, content = message.get("role", "user"), message.get("content")
+    if not isinstance(content, list):
+        return [{"role": role, "content": _text("ai.prompt.messages", content if content is not None else "")}]
+    texts, calls, results = [], [], []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            texts.append(_text("ai.prompt.messages", part.get("text", "")))
+        elif kind == "tool-call":
+            calls.append({"id": part.get("toolCallId"), "type": "function", "function": {
+                "name": part.get("toolName"), "arguments": json.dumps(part.get("input", part.get("args")),
+                                                                      ensure_ascii=False)}})
+        elif kind == "tool-result":
+            results.append({"role": "tool", "tool_call_id": part.get("toolCallId"),
+                            "content": json.dumps(part.get("output", part.get("result")), ensure_ascii=False)})
+        else:
+            texts.append(json.dumps(part, ensure_ascii=False, sort_keys=True))
+    out: dict[str, Any] = {"role": role, "content": "".join(texts)}
+    return results or [{**out, **({"tool_calls": calls} if calls else {})}]
+
+
+def _vercel(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    messages = _json(attributes, "ai.prompt.messages", [])
+    if not isinstance(messages, list):
+        raise Gap(f"ai.prompt.messages is a JSON {type(messages).__name__}, not a list of messages")
+    return [m for message in messages if isinstance(message, Mapping) for m in _vercel_message(message)], None
+
+
+READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference, VERCEL: _vercel}
 
 
 def _function(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
@@ -292,6 +326,9 @@ def span_tools(attributes: Mapping[str, Any]) -> list[Any] | None:
 def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
     if kind == OPENINFERENCE:
         prompt, cached, source = "llm.token_count.prompt", "llm.token_count.prompt_details.cache_read", "cache_read"
+    elif kind == VERCEL and "ai.usage.cachedInputTokens" in attributes:
+        prompt = next((k for k in ("ai.usage.inputTokens", "ai.usage.promptTokens") if k in attributes), "")
+        cached, source = "ai.usage.cachedInputTokens", "ai.usage.cachedInputTokens"
     else:
         prompt = next((k for k in ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens") if k in attributes),
                       "gen_ai.usage.input_tokens")
@@ -371,7 +408,7 @@ def span_round(span: Span, kind: str) -> Round:
     invocation = _maybe_json(attributes.get("llm.invocation_parameters")) if kind == OPENINFERENCE else {}
     invocation = invocation if isinstance(invocation, Mapping) else {}
     model = (invocation.get("model") or attributes.get("gen_ai.request.model") or attributes.get("llm.model_name")
-             or attributes.get("gen_ai.response.model"))
+             or attributes.get("ai.model.id") or attributes.get("gen_ai.response.model"))
     gap = None
     try:
         messages, tools = READERS[kind](attributes)

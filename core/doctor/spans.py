@@ -9,7 +9,8 @@ The layouts (`LAYOUTS`, tried in order on each JSON document of a file):
   prints, and OpenLLMetry's console output: ``context.trace_id``, ``parent_id``, attributes as an object) and the
   span objects other tools write in that spirit: Phoenix's REST spans (``{"data": [...]}``), MLflow's
   ``Trace.to_json()`` (``{"info", "data": {"spans"}}``, 2.x ``context`` or 3.x ``span_id``/``start_time_unix_nano``),
-  the OTel JS SDK's span list (``traceId``, ``id``, ``parentId``, ``timestamp`` in microseconds). One object, a
+  the OTel JS SDK's span list (``traceId``, ``id``, ``parentSpanContext`` or ``parentId``, ``timestamp`` in
+  microseconds). One object, a
   list, a page, or one per line.
 
 A file is split into its documents by `documents`: one JSON document, one per line, or objects concatenated as the
@@ -124,6 +125,10 @@ def _nanoseconds(value: Any, unit: int = 1) -> int:
     return 0
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _first(span: Mapping[str, Any], *keys: str) -> Any:
     context: Mapping[str, Any] = span["context"] if isinstance(span.get("context"), Mapping) else {}
     return next((source[k] for k in keys for source in (span, context) if source.get(k) is not None), None)
@@ -144,7 +149,8 @@ def _span_object(span: Mapping[str, Any], where: str) -> Span:
                 str(span.get("name", "")), {**_attributes(resource.get("attributes")),
                                             **_attributes(span.get("attributes"))},
                 f"{where} span {span_id[:16]}",
-                hex_id(_first(span, "parent_id", "parent_span_id", "parentSpanId", "parentId")) or None,
+                hex_id(_first(span, "parent_id", "parent_span_id", "parentSpanId", "parentId")
+                       or _first(_map(span.get("parentSpanContext")), "spanId")) or None,
                 _events(span.get("events")))
 
 

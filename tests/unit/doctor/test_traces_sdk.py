@@ -86,3 +86,17 @@ def test_the_documents_of_a_file_in_every_layout():
                                                                            ("f line 4", {"b": 2})]
     assert spans.documents("no json here", "f") == ([], "f line 1: not JSON")
     assert traces.read_text('{"messages": []}\n', "x") is None
+
+
+def test_the_vercel_ai_sdk_span_list_read_with_its_parts_tools_and_cached_tokens():
+    """The AI SDK's ``ai.generateText.doGenerate`` spans (``ai.prompt.messages``, ``ai.prompt.tools``,
+    ``ai.usage.cachedInputTokens``) in the OTel JS SDK's span records (tests/data/doctor/traces/vercel/generate.mjs):
+    one round per model call (the ``ai.generateText`` spans around them are not calls), the new time on round 3
+    found, and the server's own cached count there shows the cache stopped at the system prompt."""
+    transcript, analysis = _analyse(SDK.parent / "vercel" / "ai_sdk_spans.json")
+    assert "Vercel AI SDK" in transcript.notes[0] and "4 LLM spans, one round each" in transcript.notes[0]
+    assert [r.tool_names() for r in transcript.rounds] == [["get_weather"]] * 4
+    assert [(f.breaks_cache, f.cause, f.message_index) for f in analysis.findings] == [
+        (False, doctor.NONE, None), (False, doctor.NONE, None), (True, doctor.TIMESTAMP, 0), (False, doctor.NONE, None)]
+    cached = [r.measured.cached_tokens for r in transcript.rounds if r.measured]
+    assert len(cached) == 4 and cached[0] == 0 and cached[2] < cached[1] < cached[3]

@@ -3,7 +3,9 @@
 ``python -m core doctor FILE...``: each JSON/JSONL log is read line by line in whatever format it
 holds (Chat Completions, OpenAI Responses, Anthropic Messages, Gemini, or a request/response
 wrapper such as ``python -m core capture`` writes); several plain text files are one prompt per
-round. Without ``--backend`` the analysis is static (a stable serialization, token estimates);
+round; a trace exported by an observability tool (OTLP, the OpenTelemetry SDK's span JSON, Langfuse,
+LangSmith: the ``files`` help lists every layout) is read one round per LLM call. Without ``--backend``
+the analysis is static (a stable serialization, token estimates);
 with a llama-server it uses its chat template and exact counts, and ``--replay`` measures.
 ``--fail-on-break`` exits 1 when a round breaks the cache for a cause not listed with ``--allow``, and
 when a line could not be read (it may be the very round that breaks the cache: an agent killed
@@ -37,7 +39,7 @@ Result = tuple[str, doctor.Transcript, doctor.Analysis, list[Any]]  # a file's n
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, help="JSONL/JSON request logs, or one text file per round")
+    parser.add_argument("files", nargs="+", type=Path, help=f"what to read: {doctor.READ_FORMATS}")
     servers = [name for name, spec in BACKENDS.items() if spec.is_llama_server]
     add_target_arguments(parser, servers, None, context=False)
     parser.add_argument("--replay", action="store_true", help="also send the rounds and report what was recomputed")

@@ -82,13 +82,14 @@ from core.doctor.inputs import (
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, TEXT, Round, Transcript, TranscriptError
 from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, simulate
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
+from core.doctor.samples import READ_FORMATS, SAMPLES, Sample
 
 __all__ = [
     "EXTENDS", "HISTORY_COMPACTED", "NOT_COMPARED", "VARYING_PREFIX", "where",
     "BEFORE_LOG", "BELOW_MINIMUM", "FORMATS", "FORMAT_CHANGED", "GAP_OVER_LIFETIME", "NEW_CONVERSATION",
     "NOT_PROMISED", "ROUTING_CHANGED", "THINKING_DROPPED_BY_PROVIDER", "UNSEEN_TOKENS",
     "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",
-    "looks_like_log", "read_path",
+    "looks_like_log", "read_path", "READ_FORMATS", "SAMPLES", "Sample",
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",
     "HISTORY_EDITED", "HISTORY_TRUNCATED", "IMAGE_REENCODED", "JSON_KEY_ORDER", "MAX_DOCTOR_BYTES", "MODEL_CHANGED",
     "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "REPLAY_ANSWER_TOKENS",

@@ -2,7 +2,8 @@
 installed with npm into a folder outside the repository) against the embedded llama-server.
 
 Rerun: ``npm install --prefix /tmp/vercel-gen ai @ai-sdk/openai-compatible @opentelemetry/sdk-trace-base
-@opentelemetry/api @opentelemetry/context-async-hooks zod`` then ``.venv/bin/python tests/data/doctor/traces/vercel/generate.py /tmp/vercel-gen``.
+@opentelemetry/api @opentelemetry/context-async-hooks zod`` then
+``.venv/bin/python tests/data/doctor/traces/vercel/generate.py /tmp/vercel-gen``.
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ def _sdk(span: dict[str, object]) -> dict[str, object]:
             "kind": "SpanKind.INTERNAL", "parent_id": f"0x{span['parentSpanId']}" if "parentSpanId" in span else None,
             "start_time": start.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), "end_time": start.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "status": {"status_code": "UNSET"},
-            "attributes": {a["key"]: next(iter(a["value"].values())) for a in attributes},
+            "attributes": {a["key"]: int(a["value"]["intValue"]) if "intValue" in a["value"]
+                           else a["value"]["stringValue"] for a in attributes},
             "events": [], "links": [], "resource": {"attributes": {"service.name": "shop-agent"}, "schema_url": ""}}
 
 

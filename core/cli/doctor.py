@@ -94,8 +94,10 @@ def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
 def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, provider: str | None) -> None:
     first = analysis.first_break
     if first:
+        char = first.field_char if first.field_char is not None else first.first_diff_char
+        change = f": {first.parameter} {first.old_value} -> {first.new_value}" if first.parameter else ""
         print(f"The cache first breaks in round {first.round}: {first.cause} in {doctor.where(first)} ({first.field}) "
-              f"at character {first.first_diff_char}.")
+              f"at character {char} of it{change}.")
     elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
         print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
               "on the server and cannot be checked.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import html
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -86,6 +87,8 @@ class RoundFinding:
     new_value: str | None = None  # ... and in this one, where the two first differ
     shareable_tokens: int | None = None  # varying_prefix: tokens both share after the value (cached if it moved)
     not_compared: str | None = None  # why this round gets no verdict (a trace that does not hold the whole prompt)
+    field_char: int | None = None  # where the first difference is within the named message's field (or the tools)
+    parameter: str | None = None  # params_changed: the parameter (dotted, thinking.budget_tokens); old/new_value
     old_snippet: str = ""
     new_snippet: str = ""
 
@@ -237,9 +240,7 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         analysis.parents.append(parent)
         if parent is not None:
             finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter, compared)
-            if varying is not None:
-                finding.old_value, finding.new_value = varying[0], varying[1]
-                finding.shareable_tokens = counter.count(varying[2])
+            _name_change(finding, transcript.rounds[parent], cur_round, varying, counter)
         findings.append(finding)
         finding.compared_with = parent + 1 if parent is not None else None
         rule = rule_for(cur_round)
@@ -311,6 +312,8 @@ def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, curr
     last = cur_round.messages[-1].text() if cur_round.messages else ""
     append_only = max(tokens - parent.prompt_tokens, counter.count(last))
     diff = common if span is not None else None
+    start = _block_start(current, span) if span is not None else None
+    start = start if start is not None or span is None else _block_start(previous, span)
     return dataclasses.replace(
         alone, breaks_cache=breaks, cause=cause, message_index=span.message_index if span else None,
         field=span.field if span else None, first_diff_char=diff, common_prefix_chars=common,
@@ -318,8 +321,46 @@ def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, curr
         append_only_recomputed_tokens=min(append_only, tokens),
         cacheable_fraction=round(common_tokens / tokens, 4) if tokens else 0.0,
         lost_tokens=max(parent.prompt_tokens - common_tokens, 0),
+        field_char=diff - start if diff is not None and start is not None and start <= diff else diff,
         old_snippet=snippet(previous.text, diff) if diff is not None else "",
         new_snippet=snippet(current.text, diff) if diff is not None else "")
+
+
+def _block_start(rendered: Rendered, span: Span) -> int | None:
+    """Where the named part starts: a message's block (its content, a tool call), or the whole tool list, the
+    parameters, the model."""
+    if span.message_index is None:
+        return next((s.start for s in rendered.spans if s.message_index is None and s.field == span.field), None)
+    return next((s.start for s in rendered.spans
+                 if (s.message_index, s.field, s.block) == (span.message_index, span.field, span.block)), None)
+
+
+def _flat(value: Any, name: str = "") -> dict[str, Any]:
+    """Nested parameters as dotted names (``thinking.budget_tokens``)."""
+    if isinstance(value, dict):
+        return {key: v for k, item in value.items() for key, v in _flat(item, f"{name}.{k}" if name else k).items()}
+    return {name: value}
+
+
+def changed_parameter(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first cache-keyed parameter whose value differs, with both values (None where a round has none)."""
+    old, new = _flat(before), _flat(after)
+    name = next((k for k in [*old, *(k for k in new if k not in old)] if old.get(k) != new.get(k)), None)
+    return None if name is None else (name, old.get(name), new.get(name))
+
+
+def _name_change(finding: RoundFinding, prev_round: Round, cur_round: Round, varying: tuple[str, str, str] | None,
+                 counter: TokenCounter) -> None:
+    """What the finding names of its change: a varying value early in another conversation, the parameter that
+    changed (and both values)."""
+    if varying is not None:
+        finding.old_value, finding.new_value = varying[0], varying[1]
+        finding.shareable_tokens = counter.count(varying[2])
+    if finding.cause == causes.PARAMS_CHANGED:
+        change = changed_parameter(prev_round.keyed, cur_round.keyed)
+        if change is not None:
+            finding.parameter = change[0]
+            finding.old_value, finding.new_value = (json.dumps(v, ensure_ascii=False) for v in change[1:])
 
 
 def mark_rewrites(analysis: Analysis, result: template.TemplateCheck) -> None:

@@ -1,0 +1,41 @@
+"""A break is placed where a user looks for it: the character within the named message's field (not within the
+whole rendered request, tools first), and a changed parameter by its name and both values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from core import doctor
+from core.doctor.analysis import changed_parameter
+
+FIXTURES = Path(__file__).resolve().parents[2] / "data" / "doctor"
+
+
+def test_the_character_is_counted_within_the_message():
+    analysis = doctor.analyse(doctor.load_paths([FIXTURES / "timestamp.jsonl"]))
+    first = analysis.first_break
+    assert first is not None and (first.message_index, first.field) == (0, "content")
+    content = json.loads((FIXTURES / "timestamp.jsonl").read_text().splitlines()[0])["messages"][0]["content"]
+    later = json.loads((FIXTURES / "timestamp.jsonl").read_text().splitlines()[2])["messages"][0]["content"]
+    at = first.field_char
+    assert at is not None and content[:at] == later[:at] and content[at] != later[at]
+    assert first.first_diff_char > first.field_char  # the whole request's offset counts the tools before it
+
+
+def test_a_changed_parameter_is_named_with_both_values():
+    analysis = doctor.analyse(doctor.load_paths([FIXTURES / "params_changed.jsonl"]))
+    first = analysis.first_break
+    assert first is not None and first.cause == doctor.PARAMS_CHANGED
+    assert (first.parameter, first.old_value, first.new_value) == ("thinking.budget_tokens", "1024", "4096")
+    assert changed_parameter({"tool_choice": {"type": "auto"}}, {}) == ("tool_choice.type", "auto", None)
+
+
+def test_the_cli_says_the_parameter_and_the_character_within_the_message():
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-m", "core", "doctor", str(FIXTURES / "params_changed.jsonl")],
+                         capture_output=True, text=True, cwd=root, check=False).stdout
+    assert "params_changed in the request parameters (params) at character 39 of it: thinking.budget_tokens " \
+           "1024 -> 4096." in out

@@ -128,7 +128,12 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
 CONTINUATION = {doctor.NEW_CONVERSATION: "start another conversation (each keeps its own cache; only what they "
                                           "share at the start can be read from the cache)",
                 doctor.FORMAT_CHANGED: "switch to another API format (two formats never share a cache)",
-                doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)"}
+                doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)",
+                doctor.EARLIER: "extend an earlier round (another agent's request came between)",
+                doctor.LAST_MESSAGE_REPLACED: "rebuild the last message of the same conversation (a step that "
+                                              "rewrites it; only that message is recomputed)",
+                doctor.END_OF_PROMPT: "replace or edit the last message of the round before, at its end (only that "
+                                      "message is recomputed)"}
 
 
 def _no_break(analysis: doctor.Analysis) -> str:

@@ -16,6 +16,7 @@ from core.doctor.analysis import (
     AGREE,
     BEFORE_LOG,
     BELOW_MINIMUM,
+    EARLIER,
     END_TOLERANCE_TOKENS,
     EXTENDS,
     GAP_OVER_LIFETIME,
@@ -41,6 +42,7 @@ from core.doctor.causes import (
     HISTORY_TRUNCATED,
     IMAGE_REENCODED,
     JSON_KEY_ORDER,
+    LAST_MESSAGE_REPLACED,
     MODEL_CHANGED,
     NEW_CONVERSATION,
     NONE,
@@ -85,8 +87,9 @@ from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
 from core.doctor.samples import READ_FORMATS, SAMPLES, Sample
 
 __all__ = [
-    "EXTENDS", "HISTORY_COMPACTED", "NOT_COMPARED", "VARYING_PREFIX", "where",
+    "EARLIER", "EXTENDS", "HISTORY_COMPACTED", "NOT_COMPARED", "VARYING_PREFIX", "where",
     "BEFORE_LOG", "BELOW_MINIMUM", "FORMATS", "FORMAT_CHANGED", "GAP_OVER_LIFETIME", "NEW_CONVERSATION",
+    "LAST_MESSAGE_REPLACED",
     "NOT_PROMISED", "ROUTING_CHANGED", "THINKING_DROPPED_BY_PROVIDER", "UNSEEN_TOKENS",
     "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",
     "looks_like_log", "read_path", "READ_FORMATS", "SAMPLES", "Sample",

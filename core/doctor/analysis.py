@@ -42,6 +42,7 @@ GAP_OVER_LIFETIME, BELOW_MINIMUM, ROUTING_CHANGED, NOT_PROMISED = (
 
 
 EXTENDS = (causes.NONE, causes.END_OF_PROMPT, causes.THINKING_DROPPED_BY_PROVIDER)
+EARLIER = "earlier"  # a round that extends an earlier round than the one before (interleaved agents)
 HEAD_PARTS = {"model": "the model", "params": "the request parameters", "tools": "the tool list"}
 
 
@@ -117,12 +118,17 @@ class Analysis:
 
     def continuations(self) -> dict[str, int]:
         """From round 2 on, how each round that does not break the cache relates to the one it continues: it
-        extends it (``none``: also a change at the very end only, or reasoning its provider drops itself), or
-        its cause (another conversation, a change of format, history on the server, not compared)."""
+        extends the round before (``none``: also reasoning its provider drops itself), extends an earlier round
+        (`EARLIER`), replaces or edits the last message (``end_of_prompt``), or its cause (another conversation,
+        a change of format, history on the server, not compared)."""
         counts: dict[str, int] = {}
         for f in self.findings[1:]:
             if not f.breaks_cache:
                 key = "none" if f.cause in EXTENDS else f.cause
+                if f.cause == causes.END_OF_PROMPT:
+                    key = causes.END_OF_PROMPT  # it replaced (or edited) the last message: said so
+                elif key == "none" and f.compared_with is not None and f.compared_with != f.round - 1:
+                    key = EARLIER
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
@@ -283,6 +289,9 @@ def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counte
         varying = _varying_prefix(prev_round, cur_round, previous, current, span)
         if varying is None and _unrelated(prev_round, cur_round, previous, current, span):
             breaks, cause = False, causes.NEW_CONVERSATION
+        elif varying is None and cause in (causes.HISTORY_EDITED, causes.OTHER) \
+                and rewrites_last(prev_round, cur_round, span.message_index if span is not None else None):
+            breaks, cause = False, causes.LAST_MESSAGE_REPLACED
         elif varying is not None and cause not in (causes.TIMESTAMP, causes.RANDOM_ID):
             cause = causes.VARYING_PREFIX
     return parent, (common, breaks, cause, span), varying
@@ -455,11 +464,21 @@ def _unrelated(parent: Round, current: Round, old: Rendered, new: Rendered, span
     if at is not None and at > first:
         return False
     if at == first:
-        return True
+        return not rewrites_last(parent, current, at)
     head_old, head_new = _head(old, parent), _head(new, current)
     start = causes.common_prefix_length(head_old, head_new)
     end = causes.common_prefix_length(head_old[start:][::-1], head_new[start:][::-1])
     return start + end < 0.5 * min(len(head_old), len(head_new))
+
+
+def rewrites_last(parent: Round, current: Round, at: int | None) -> bool:
+    """A step that rewrites the last message of the same conversation (a ReAct agent's scratchpad grown in its
+    one user message): the first difference is in the earlier round's last message, and the two share at least
+    half of that message from its start. Not another conversation: the same one, its last message replaced."""
+    if at is None or at != len(parent.messages) - 1 or at >= len(current.messages):
+        return False
+    old, new = parent.messages[at].text(), current.messages[at].text()
+    return bool(old) and causes.common_prefix_length(old, new) >= 0.5 * len(old)
 
 
 def _retention(previous: Round, ttl: str) -> str | None:

@@ -39,3 +39,20 @@ def test_the_cli_says_the_parameter_and_the_character_within_the_message():
                          capture_output=True, text=True, cwd=root, check=False).stdout
     assert "params_changed in the request parameters (params) at character 39 of it: thinking.budget_tokens " \
            "1024 -> 4096." in out
+
+
+def test_the_summary_says_how_each_round_relates_as_it_is():
+    """Real crewAI recordings (tests/data/README.md): the hierarchical manager's rounds extend an earlier round
+    of its own, not the one before (a worker's request came between); the planner's observer rebuilds its one
+    message each step, which is the same conversation with its last message replaced, not another one."""
+    from core.cli.doctor import _no_break
+    cassettes = FIXTURES / "cassettes"
+    hierarchical = doctor.analyse(doctor.load_paths([cassettes / "crewai__hierarchical_process.jsonl"]))
+    assert hierarchical.continuations() == {doctor.EARLIER: 3, doctor.NEW_CONVERSATION: 2}
+    assert "3 extend an earlier round" in _no_break(hierarchical)
+    planning_log = cassettes / "crewai__agent_kickoff_multi_step_task_with_planning.jsonl"
+    planning = doctor.analyse(doctor.load_paths([planning_log]))
+    assert planning.findings[8].cause == doctor.LAST_MESSAGE_REPLACED and not planning.findings[8].breaks_cache
+    assert planning.continuations() == {doctor.NEW_CONVERSATION: 7, doctor.END_OF_PROMPT: 1,
+                                        doctor.LAST_MESSAGE_REPLACED: 1}
+    assert "every round extends" not in _no_break(planning)

@@ -76,7 +76,7 @@ def _inputs(files: list[Path], fmt: str | None = None) -> list[tuple[str, doctor
 def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
     measured = any(f.measured_cached_tokens is not None for f in analysis.findings)
     print(f"{'round':>5} {'breaks':>6} {'cause':>22} {'msg':>4} {'field':>10} {'diff@':>7} {'prefix':>7} "
-          f"{'prompt':>7} {'recomp':>7} {'append':>7}" + ("  measured/predicted cached" if measured else "")
+          f"{'prompt':>7} {'recomp':>7} {'append':>7}" + ("  cached: measured/simulated" if measured else "")
           + ("  replay: recomputed/reused" if replayed else ""))
     for index, f in enumerate(analysis.findings):
         line = (f"{f.round:>5} {'YES' if f.breaks_cache else '-':>6} {f.cause:>22} "

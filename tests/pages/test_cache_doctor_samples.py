@@ -21,6 +21,10 @@ def test_a_sample_is_one_click_away_and_an_upload_replaces_it(fake_api):
     assert at.error[0].value.startswith("Round 3 broke the cache: tools added, removed or redefined, in the tool list")
     at.button(key="doctor_sample_agent_log").click().run()
     assert any("crewai_hierarchical_process.jsonl: read as chat completions; 6 rounds." == c.value for c in at.caption)
+    infos = [i.value for i in at.info]
+    assert any(i.startswith("Simulated with this rule, not measured: as sent,") for i in infos)
+    assert any(c.value.startswith("Measured by the provider in the log: 1,408 cached tokens over the 6 rounds")
+               for c in at.caption)  # the provider's own count beside the simulation
     log = (ROOT / "tests" / "data" / "doctor" / "timestamp.jsonl").read_bytes()
     at.file_uploader(key="doctor_files").upload("agent.jsonl", log, "application/json").run()
     assert not any(c.value.startswith("Reading the sample") for c in at.caption)

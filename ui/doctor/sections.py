@@ -103,6 +103,11 @@ def billing_section(name: str, analysis: doctor.Analysis, t: Texts) -> None:
     st.info(t("doctor.bill", cached=sum(r["cached_tokens"] for r in bill), prompt=sum(r["prompt_tokens"] for r in bill),
               cost=sum(r["cost"] for r in bill), ideal_cached=sum(r["append_only_cached_tokens"] for r in bill),
               ideal=sum(r["append_only_cost"] for r in bill)))
+    measured = [(f.measured_cached_tokens, row["cached_tokens"]) for f, row in zip(analysis.findings, bill, strict=True)
+                if f.measured_cached_tokens is not None]
+    if measured:  # the provider's own count beside the simulation, never one for the other
+        st.caption(t("doctor.bill_measured", measured=sum(m for m, _ in measured), rounds=len(measured),
+                     simulated=sum(s for _, s in measured)))
     written = sum(r["written_tokens"] for r in bill)
     if written:
         st.caption(t("doctor_input.write_bill", written=written))

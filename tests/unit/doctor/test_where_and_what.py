@@ -56,3 +56,17 @@ def test_the_summary_says_how_each_round_relates_as_it_is():
     assert planning.continuations() == {doctor.NEW_CONVERSATION: 7, doctor.END_OF_PROMPT: 1,
                                         doctor.LAST_MESSAGE_REPLACED: 1}
     assert "every round extends" not in _no_break(planning)
+
+
+def test_the_provider_is_read_off_the_response_before_the_model_name():
+    """pydantic-ai's Groq recording (tests/data/README.md) with its URL taken out: the model is
+    ``openai/gpt-oss-120b``, but Groq's own usage fields (``queue_time``, ``prompt_time``) say who served it, so
+    Groq's rule applies (no published minimum), not OpenAI's 1,024-token minimum; the round that reports 256
+    cached tokens agrees with it."""
+    lines = (FIXTURES / "cassettes" / "pydantic-ai__groq_tool_use_failed_error.jsonl").read_text().splitlines()
+    entries = [{k: v for k, v in json.loads(line).items() if k != "endpoint"} for line in lines]
+    transcript = doctor.load_inputs([("groq.jsonl", "\n".join(json.dumps(e) for e in entries).encode())])
+    analysis = doctor.analyse(transcript)
+    assert [r.model for r in transcript.rounds] == ["openai/gpt-oss-120b"] * 3
+    assert [f.provider for f in analysis.findings][1:] == ["Groq", "Groq"]
+    assert analysis.findings[2].measured_cached_tokens == 256 and analysis.findings[2].verdict == doctor.AGREE

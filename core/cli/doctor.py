@@ -184,9 +184,12 @@ def _print_provider_view(analysis: doctor.Analysis) -> None:
         if f.unexplained:
             gap = f" ({f.gap_seconds:,.0f} s after the previous round; lifetime {f.lifetime_seconds} s)" \
                 if f.gap_seconds is not None and f.lifetime_seconds is not None else ""
+            side = (f" On {f.provider}'s side, not in the prompt: it kept its first {f.common_prefix_tokens:,} tokens "
+                    f"from round {f.compared_with} and met the {f.minimum_tokens or 0:,}-token minimum; nothing in "
+                    "the prompt to change.") if f.provider_side else ""
             print(f"round {f.round}: the prefix was intact, yet {f.provider} read {f.measured_cached_tokens:,} of "
                   f"{f.predicted_cached_tokens:,} predicted{gap}. What could explain it: "
-                  + "; ".join(UNEXPLAINED[r] for r in f.unexplained) + ".")
+                  + "; ".join(UNEXPLAINED[r] for r in f.unexplained) + "." + side)
         if f.provider_reason is not None:
             missed = f", {f.provider_missed_tokens:,} tokens missed" if f.provider_missed_tokens is not None else ""
             doctor_says = f.cause if f.breaks_cache else "no break"

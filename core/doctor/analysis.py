@@ -89,6 +89,8 @@ class RoundFinding:
     shareable_tokens: int | None = None  # varying_prefix: tokens both share after the value (cached if it moved)
     not_compared: str | None = None  # why this round gets no verdict (a trace that does not hold the whole prompt)
     field_char: int | None = None  # where the first difference is within the named message's field (or the tools)
+    minimum_tokens: int | None = None  # the provider's minimum for this model, where a measured count was judged
+    provider_side: bool = False  # prefix kept, minimum met, still missed, nothing in the payload: the provider's side
     parameter: str | None = None  # params_changed: the parameter (dotted, thinking.budget_tokens); old/new_value
     old_snippet: str = ""
     new_snippet: str = ""
@@ -515,6 +517,9 @@ def _judge(finding: RoundFinding, round_: Round, rule: BillingRule, analysis: An
         parent = analysis.parents[index]
         finding.unexplained = _unexplained(finding, round_, analysis.rounds[parent] if parent is not None else None,
                                            rule, reported)
+        finding.minimum_tokens = rule.minimum_for(round_.model)
+        finding.provider_side = bool(finding.unexplained) and set(finding.unexplained) <= {GAP_OVER_LIFETIME,
+                                                                                            NOT_PROMISED}
 
 
 def _unexplained(finding: RoundFinding, round_: Round, previous: Round | None, rule: BillingRule,

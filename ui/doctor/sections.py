@@ -34,6 +34,12 @@ def unexplained_section(rows: list[dict], t: Texts) -> None:
     st.subheader(t("doctor_input.unexplained_title"))
     for f in missed:
         reasons = "; ".join(t(f"unexplained.{r}") for r in f["unexplained"])
+        if f["provider_side"]:  # said as the provider's side, with the evidence, so nobody searches the prompt
+            st.warning(t("doctor_input.provider_side", round=f["round"], provider=f["provider"],
+                         kept=f["common_prefix_tokens"], previous=f["compared_with"], prompt=f["prompt_tokens"],
+                         minimum=f["minimum_tokens"] or 0, measured=f["measured_cached_tokens"],
+                         predicted=f["predicted_cached_tokens"], reasons=reasons), icon=":material/cloud_off:")
+            continue
         st.warning(t("doctor_input.unexplained", round=f["round"], provider=f["provider"],
                      measured=f["measured_cached_tokens"], predicted=f["predicted_cached_tokens"], reasons=reasons),
                    icon=":material/help:")

@@ -70,3 +70,17 @@ def test_the_provider_is_read_off_the_response_before_the_model_name():
     assert [r.model for r in transcript.rounds] == ["openai/gpt-oss-120b"] * 3
     assert [f.provider for f in analysis.findings][1:] == ["Groq", "Groq"]
     assert analysis.findings[2].measured_cached_tokens == 256 and analysis.findings[2].verdict == doctor.AGREE
+
+
+def test_a_miss_with_the_prefix_kept_and_the_minimum_met_is_said_as_the_providers_side():
+    """The captured Anthropic log: round 4 kept its prefix (1,513 tokens from round 3, above the 1,024 minimum)
+    and Anthropic read 0: the provider's side, with that evidence, so nobody searches the prompt for it."""
+    analysis = doctor.analyse(doctor.load_paths([FIXTURES / "scenario_captured.jsonl"]))
+    fourth = analysis.findings[3]
+    assert fourth.provider_side and not fourth.breaks_cache and fourth.unexplained == [doctor.NOT_PROMISED]
+    assert (fourth.common_prefix_tokens, fourth.minimum_tokens, fourth.measured_cached_tokens) == (1513, 1024, 0)
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-m", "core", "doctor", str(FIXTURES / "scenario_captured.jsonl")],
+                         capture_output=True, text=True, cwd=root, check=False).stdout
+    assert "On Anthropic's side, not in the prompt: it kept its first 1,513 tokens from round 3 and met the " \
+           "1,024-token minimum; nothing in the prompt to change." in out

@@ -1,7 +1,9 @@
 """Cache doctor: find what breaks the prefix cache in the prompts an agent really sent.
 
 Organised by stage: `inputs` and `formats` read logs in every format agents write (Chat Completions,
-OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s;
+OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s, and traces
+as the tools export them (`spans` for the layouts, `traces` and `exports` for the conventions, `jsontext` for
+JSON held in strings, `calls` for one round per call);
 `render` turns each round into the text its provider caches, in the provider's order; `analysis`
 compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
 bills what each provider would cache; `diagnostics` reads the provider's own verdict off a response;
@@ -9,7 +11,7 @@ bills what each provider would cache; `diagnostics` reads the provider's own ver
 is compared for one input, for the page and the CLI alike. With a llama-server, `template` renders
 every round with the server's chat template and names the turn a template rewrote although the body
 kept its prefix; `fix` rewrites the rounds for the causes that can be fixed mechanically and replays
-before and after (the proof).
+before and after (the proof). `samples` holds the real recordings the page offers with one click.
 """
 
 from core.doctor.analysis import (

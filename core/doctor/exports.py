@@ -1,9 +1,10 @@
 """Observability tools' own exports as rounds: Langfuse's generations and LangSmith's LLM runs, read beside the
 OTLP traces of `traces` (one registry, `FAMILIES`; the doctor's input reader calls `read_text` and never asks which).
 
-- **Langfuse**: a trace as the UI's *Download JSON* writes it (``{"trace": ..., "observations": [...]}``), a list of
-  observations (the table export as JSON or JSONL), or an API page (``{"data": [...]}``). Each ``GENERATION`` is one
-  round. Its ``input`` is whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool
+- **Langfuse**: a trace as the UI's *Download JSON* writes it (``{"trace": ..., "observations": [...]}``), the public
+  API's trace with its observations embedded (or a page of them), a list of observations (the table export as JSON
+  or JSONL), or an observations page (``{"data": [...]}``). Each ``GENERATION`` is one round; Langfuse stores
+  ``input``, ``metadata`` and ``modelParameters`` as JSON strings, decoded by `jsontext` first. Its ``input`` is whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool
   definitions Langfuse appends as ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry
   instrumentations), Responses items (OpenAI Agents, with ``modelParameters.instructions``). Anything else (text
   flattened to "role: content" lines, an SDK object's repr) is named and gets no verdict. A generation Langfuse

@@ -89,13 +89,18 @@ def _events(value: Any) -> list[tuple[str, dict[str, Any]]]:
             if isinstance(e, Mapping)] if isinstance(value, list) else []
 
 
+def _maps(value: Any) -> list[Mapping[str, Any]]:
+    """The objects of a list (anything else in it, or a list that is not one, is skipped)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
 def _otlp(document: Mapping[str, Any], where: str) -> Iterator[Span]:
-    for batch in document.get("resourceSpans") or document.get("batches") or []:
-        resource = _attributes((batch.get("resource") or {}).get("attributes"))
-        for scope in batch.get("scopeSpans") or batch.get("instrumentationLibrarySpans") or []:
-            for span in scope.get("spans") or []:
+    for batch in _maps(document.get("resourceSpans") or document.get("batches")):
+        resource = _attributes(_map(batch.get("resource")).get("attributes"))
+        for scope in _maps(batch.get("scopeSpans") or batch.get("instrumentationLibrarySpans")):
+            for span in _maps(scope.get("spans")):
                 span_id = hex_id(span.get("spanId"))
-                yield Span(hex_id(span.get("traceId")), span_id, int(span.get("startTimeUnixNano") or 0),
+                yield Span(hex_id(span.get("traceId")), span_id, _nanoseconds(span.get("startTimeUnixNano")),
                            str(span.get("name", "")), {**resource, **_attributes(span.get("attributes"))},
                            f"{where} span {span_id[:16]}", hex_id(span.get("parentSpanId")) or None,
                            _events(span.get("events")))

@@ -9,15 +9,21 @@ Each LLM span is one round, read from the attributes its instrumentation wrote:
 - OpenInference (Arize Phoenix, the openinference instrumentations): ``llm.input_messages.{i}.message.*``,
   ``llm.tools.{i}.tool.json_schema``, ``llm.invocation_parameters``, ``llm.token_count.prompt`` and
   ``llm.token_count.prompt_details.cache_read``.
+- The Vercel AI SDK (its ``doGenerate``/``doStream`` spans): ``ai.prompt.messages`` (messages of parts),
+  ``ai.prompt.tools``, ``ai.model.id``, ``ai.usage.inputTokens`` and ``ai.usage.cachedInputTokens``.
 
-The documents: OTLP JSON, as the collector's file exporter writes it (one ``resourceSpans`` export per line), as
-Jaeger's and Tempo's exports do (one document; Tempo's ``batches``). Rounds are grouped into
-conversations (session, else trace) and ordered in time within each. A round is rebuilt as a Chat Completions
-body and read by `formats.chat_round`, so the analysis, the CLI and the page treat it like a logged request.
+Content an instrumentation put on the span's events (GenAI attributes on an event, or one event per message) is
+read as if it were on the span.
+
+The documents: every layout `spans` reads (OTLP JSON, the SDK's span objects, concatenated, listed or one per
+line). Rounds are grouped into conversations (session, else trace) and ordered in time within each; LLM spans
+nested in one another are one call (`calls.one_per_call`). A round is rebuilt as a Chat Completions body and read
+by `formats.chat_round`, so the analysis, the CLI and the page treat it like a logged request.
 
 What a span does not hold is named per round and the round gets no verdict (`Round.gap`): content cut at an
-exporter's length limit, redacted or not captured, tool calls without the tool definitions, a provider-side
-tool whose results never reach the span.
+exporter's length limit, redacted or not captured, a provider-side tool whose results never reach the span. Tool
+calls without the tool definitions are compared on their messages, the notes saying where the tools were looked
+for (`TOOL_PLACES`).
 """
 
 from __future__ import annotations

@@ -87,3 +87,18 @@ def test_a_field_that_is_not_json_is_said_with_where_it_was_read(tmp_path):
     gaps = [r.gap for r in transcript.rounds if r.gap]
     assert len(transcript.rounds) == 2 and len(gaps) == 1, gaps
     assert "'s input is not whole JSON (40 characters" in gaps[0]
+
+
+def test_the_public_apis_traces_with_their_observations_embedded(tmp_path):
+    """``GET /api/public/traces/{id}`` answers the trace with its observations embedded, and a page of traces
+    wraps them in ``data``: each item is read for its observations, never as a request body. Built here from the
+    real download above (the same trace and observations under the API's keys), so it reads the same."""
+    document = json.loads((LANGFUSE / "csharp-agent-with-gemini-2026-03-09.trace.json").read_text())
+    api_trace = {**document["trace"], "observations": document["observations"]}
+    download = doctor.load_paths([LANGFUSE / "csharp-agent-with-gemini-2026-03-09.trace.json"])
+    for name, shape in (("trace.json", api_trace), ("page.json", {"data": [api_trace], "meta": {"page": 1}})):
+        path = tmp_path / name
+        path.write_text(json.dumps(shape))
+        transcript = doctor.load_paths([path])
+        assert transcript.kind == "trace" and "read as a Langfuse export: 3 generations" in transcript.notes[0]
+        assert [r.chat for r in transcript.rounds] == [r.chat for r in download.rounds]

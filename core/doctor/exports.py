@@ -4,15 +4,16 @@ OTLP traces of `traces` (one registry, `FAMILIES`; the doctor's input reader cal
 - **Langfuse**: a trace as the UI's *Download JSON* writes it (``{"trace": ..., "observations": [...]}``), the public
   API's trace with its observations embedded (or a page of them), a list of observations (the table export as JSON
   or JSONL), or an observations page (``{"data": [...]}``). Each ``GENERATION`` is one round; Langfuse stores
-  ``input``, ``metadata`` and ``modelParameters`` as JSON strings, decoded by `jsontext` first. Its ``input`` is whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool
-  definitions Langfuse appends as ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry
-  instrumentations), Responses items (OpenAI Agents, with ``modelParameters.instructions``). Anything else (text
-  flattened to "role: content" lines, an SDK object's repr) is named and gets no verdict. A generation Langfuse
-  took in over OpenTelemetry keeps the span's attributes in ``metadata.attributes``: where they hold the whole
-  prompt they are read as `traces` reads a span (tool definitions, a conversation id included), else the input
-  is. ``usageDetails``: Langfuse
-  counts ``input`` without the cached and cache-written tokens (their own ``input_*`` keys), so the prompt is
-  their sum.
+  ``input``, ``metadata`` and ``modelParameters`` as JSON strings, decoded by `jsontext` first. Its ``input`` is
+  whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool definitions Langfuse appends as
+  ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry instrumentations), Responses items
+  (OpenAI Agents, with ``modelParameters.instructions``), a Gemini request. Anything else (text, an SDK object's
+  repr) is named and gets no verdict. A generation Langfuse took in over OpenTelemetry keeps the span's attributes
+  in ``metadata.attributes``: where they hold the prompt (with the messages Langfuse moved to ``input``) they are
+  read as `traces` reads a span (tool definitions, a conversation id included), else the input is.
+  ``usageDetails``: Langfuse counts ``input`` without the cached and cache-written tokens (their own ``input_*``
+  keys), so the prompt is their sum. Generations nested in one another are one call (`calls`); those with no
+  input (lifecycle records) are left out, and said.
 - **LangSmith**: runs as ``Client.list_runs`` returns them (a JSON list, ``{"runs": [...]}``, or one per line). Each
   ``run_type: llm`` run is one round: ``inputs.messages`` (chat dicts, or LangChain's serialized messages),
   ``extra.invocation_params`` (model, tools), usage from ``outputs`` (``usage_metadata`` with

@@ -276,12 +276,12 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
 
 def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counter: TokenCounter
                ) -> tuple[int, tuple[int, bool, str, Any], tuple[str, str, str] | None]:
-    """The earlier round that round ``index`` continues (the one before, else `_parent` where that one breaks),
-    what `_compare` found against it, and for another conversation built from the same prompt, the value that
-    changes early in it (`_varying_prefix`); another agent's or task's round is `NEW_CONVERSATION`."""
-    parent, current, cur_round = index - 1, rendered[index], rounds[index]
+    """The earlier round that round ``index`` continues (the last whole one before, else `_parent` where that one
+    breaks), what `_compare` found against it, and for another conversation built from the same prompt, the value
+    that changes early in it (`_varying_prefix`); another agent's or task's round is `NEW_CONVERSATION`."""
+    parent, current, cur_round = _whole_before(rounds, index) or 0, rendered[index], rounds[index]
     common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
-    better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
+    better = _parent(rendered, index, rounds) if breaks else parent  # searched only where the round before breaks
     if better != parent:
         parent = better
         common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
@@ -299,11 +299,17 @@ def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counte
     return parent, (common, breaks, cause, span), varying
 
 
+def _whole_before(rounds: list[Round], index: int) -> int | None:
+    """The latest round before ``index`` (within `PARENT_LOOKBACK`) that the input holds whole."""
+    return next((j for j in range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1) if not rounds[j].gap), None)
+
+
 def _gap(rounds: list[Round], index: int) -> str | None:
-    """Why round ``index`` cannot be compared: what its input lacks, or what the round before it lacks."""
+    """Why round ``index`` cannot be compared: what its input lacks, or, when no round before it is whole, what
+    the round before it lacks (a round after a cut one is compared with the last whole round instead)."""
     if rounds[index].gap:
         return rounds[index].gap
-    if index and rounds[index - 1].gap:
+    if index and _whole_before(rounds, index) is None:
         return f"the round before it is not whole ({rounds[index - 1].gap})"
     return None
 
@@ -393,12 +399,12 @@ def mark_rewrites(analysis: Analysis, result: template.TemplateCheck) -> None:
     analysis.notes += [row.error for row in result.rounds if row.error]
 
 
-def _parent(rendered: list[Rendered], index: int) -> int:
+def _parent(rendered: list[Rendered], index: int, rounds: list[Round]) -> int:
     """Among the last `PARENT_LOOKBACK` rounds before round ``index`` (from 1), the one sharing the longest
     prefix with it (the latest of equals): a log of several agents interleaves their conversations, and a
     provider keeps each one's cache, so the round before in the log is not always the one that matters."""
     current = rendered[index].text
-    candidates = range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1)
+    candidates = [j for j in range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1) if not rounds[j].gap]
     return max(candidates, key=lambda j: (causes.common_prefix_length(rendered[j].text, current), j))
 
 

@@ -102,3 +102,19 @@ def test_the_public_apis_traces_with_their_observations_embedded(tmp_path):
         transcript = doctor.load_paths([path])
         assert transcript.kind == "trace" and "read as a Langfuse export: 3 generations" in transcript.notes[0]
         assert [r.chat for r in transcript.rounds] == [r.chat for r in download.rounds]
+
+
+def test_a_round_after_a_cut_one_is_compared_with_the_last_whole_round(tmp_path):
+    """Fault injection on the real BeeAI file: the second call's input cut (and the span it kept dropped). That
+    round is named and gets no verdict; the third is compared with the first (both hold their messages), never
+    left uncompared."""
+    document = json.loads((LANGFUSE / "beeai-2025-08-01.trace.json").read_text())
+    generations = sorted((o for o in document["observations"] if o["type"] == "GENERATION" and o["input"]),
+                         key=lambda o: o["startTime"])
+    generations[1]["input"], generations[1]["metadata"] = generations[1]["input"][:60], "{}"
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(document))
+    analysis = doctor.analyse(doctor.load_paths([path]))
+    assert [f.cause for f in analysis.findings][:2] == [doctor.NONE, doctor.NOT_COMPARED]
+    third = analysis.findings[2]
+    assert third.cause == doctor.NONE and third.compared_with == 1 and third.common_prefix_chars > 0

@@ -129,7 +129,8 @@ CONTINUATION = {doctor.NEW_CONVERSATION: "start another conversation (each keeps
                                           "share at the start can be read from the cache)",
                 doctor.FORMAT_CHANGED: "switch to another API format (two formats never share a cache)",
                 doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)",
-                doctor.EARLIER: "extend an earlier round (another agent's request came between)",
+                doctor.EARLIER: "extend an earlier round, not the one just before (another agent's request, or a "
+                                "round not held whole, came between)",
                 doctor.LAST_MESSAGE_REPLACED: "rebuild the last message of the same conversation (a step that "
                                               "rewrites it; only that message is recomputed)",
                 doctor.END_OF_PROMPT: "replace or edit the last message of the round before, at its end (only that "

@@ -24,6 +24,11 @@ class Node:
     round: Round
 
 
+def count(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless one."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def _fuller(outer: Round, inner: Round) -> Round:
     """The round that holds more of the request: whole before cut, more messages, tools seen; on a tie the
     inner one (nearer the wire). The usage comes from whichever recorded it."""

@@ -388,7 +388,7 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     conversations = {record.conversation for record, _ in found}
     trace_ids = {record.trace for record, _ in found}
     named = len(conversations - trace_ids)
-    counted = f"{total} {unit}" if total == len(ordered) else f"{total} {unit} as {len(ordered)} calls"
+    counted = f"{total} {unit}" + ("" if total == len(ordered) else f" as {calls.count(len(ordered), 'call')}")
     notes = [f"read as a {name} export: {counted}, one round each, from {len(trace_ids)} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other records"]

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from core.backends.usage import count
 from core.doctor import jsontext, spans
 from core.doctor.calls import Node, one_per_call
+from core.doctor.calls import count as count_of
 from core.doctor.formats import chat_round
 from core.doctor.model import Block, Measured, Round, Transcript
 from core.doctor.spans import Span
@@ -511,7 +512,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})
     named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
-    counted = f"{len(found)} LLM spans" + (f" as {len(rounds)} calls" if len(rounds) != len(found) else "")
+    counted = f"{len(found)} LLM spans" + (f" as {count_of(len(rounds), 'call')}" if len(rounds) != len(found) else "")
     notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {counted}, one round each, from "
              f"{len({s.trace_id for s, _ in found})} traces"
              + (f" in {named} sessions" if named else " (no session ids)")

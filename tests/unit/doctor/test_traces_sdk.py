@@ -100,3 +100,15 @@ def test_the_vercel_ai_sdk_span_list_read_with_its_parts_tools_and_cached_tokens
         (False, doctor.NONE, None), (False, doctor.NONE, None), (True, doctor.TIMESTAMP, 0), (False, doctor.NONE, None)]
     cached = [r.measured.cached_tokens for r in transcript.rounds if r.measured]
     assert len(cached) == 4 and cached[0] == 0 and cached[2] < cached[1] < cached[3]
+
+
+def test_the_vercel_ai_sdk_without_a_break_and_without_its_inputs():
+    """The same conversation with the time kept: every round compared, none breaks. With ``recordInputs: false``
+    the spans hold no prompt: each round says so, nothing is compared."""
+    transcript, analysis = _analyse(SDK.parent / "vercel" / "ai_sdk_no_break.json")
+    assert [f.cause for f in analysis.findings] == [doctor.NONE] * 4
+    assert all(f.common_prefix_chars > 0 and not f.not_compared for f in analysis.findings[1:])
+    transcript, analysis = _analyse(SDK.parent / "vercel" / "ai_sdk_no_inputs.json")
+    assert [f.cause for f in analysis.findings] == [doctor.NOT_COMPARED] * 4
+    assert all(r.gap and r.gap.startswith("the span records no prompt in its attributes or its events")
+               for r in transcript.rounds)

@@ -1,5 +1,5 @@
-"""Writes ``ai_sdk_spans.json`` with the real tools: `generate.mjs` (the Vercel AI SDK and the OpenTelemetry JS SDK,
-installed with npm into a folder outside the repository) against the embedded llama-server.
+"""Writes this folder's ``ai_sdk_*.json`` with the real tools: `generate.mjs` (the Vercel AI SDK and the
+OpenTelemetry JS SDK, installed with npm into a folder outside the repository) against the embedded llama-server.
 
 Rerun: ``npm install --prefix /tmp/vercel-gen ai @ai-sdk/openai-compatible @opentelemetry/sdk-trace-base
 @opentelemetry/api @opentelemetry/context-async-hooks zod`` then
@@ -22,7 +22,7 @@ def main(packages: Path) -> None:
     script = packages / "generate.mjs"  # ESM resolves packages from the script's own folder
     shutil.copy(HERE / "generate.mjs", script)
     with LocalServer(context=4096, log_dir=Path("/tmp")) as server:
-        subprocess.run(["node", str(script), server.url, str(HERE / "ai_sdk_spans.json")], check=True, timeout=600)
+        subprocess.run(["node", str(script), server.url, str(HERE)], check=True, timeout=900)
 
 
 if __name__ == "__main__":

@@ -531,14 +531,15 @@ def read_text(text: str, name: str) -> Transcript | None:
 
 def read_found(found: list[tuple[str, Any]], problem: str | None) -> Transcript | None:
     """The documents of a file (`spans.documents`) read as spans when the first holds spans, else None: the
-    caller reads them as a request log or an export. A later part that is not JSON is refused with its line;
-    documents among them that hold no spans are counted in the notes."""
+    caller reads them as a request log or an export. A later part that is not JSON (a file cut mid-write) is an
+    error naming its line, and the spans before it are read; documents that hold no spans are counted in the
+    notes."""
     if not found or not is_trace(found[0][1]):
         return None
-    if problem:
-        raise TraceError(problem)
     traced = [(where, document) for where, document in found if is_trace(document)]
     transcript = read_documents(traced)
+    if problem:
+        transcript.errors.append(f"{problem}: the spans after it were not read")
     if len(traced) < len(found):
         transcript.notes.append(f"{len(found) - len(traced)} JSON documents of the file hold no spans (the first: "
                                 f"{next(w for w, d in found if not is_trace(d))}): left out")

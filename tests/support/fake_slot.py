@@ -2,9 +2,9 @@
 benchmark): requests are served one at a time in the order they arrived, the others wait their turn.
 
 Like llama-server, a stream says when its prompt began (a ``prompt_progress`` chunk with ``time_ms`` 0 as the slot
-takes it) and ends with ``timings`` (``prompt_ms``, ``predicted_ms``). Each request's arrival, start and end on
-this process's ``time.perf_counter`` are kept in ``served`` under the tag its user message starts with, so a test
-can compute the queue the schedule implies from the actual sends.
+takes it) and ends with ``timings`` (``prompt_ms``, ``predicted_ms``). Each request's arrival, start and release of
+the slot on this process's ``time.perf_counter`` are kept in ``served`` under the tag its user message starts with,
+so a test can compute the queue the schedule implies from the actual sends.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def _delta(content: str | None, finish: str | None = None, **extra: Any) -> byte
 class Handler(BaseHTTPRequestHandler):  # noqa: D101
     server: OneSlotServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as llama-server's HTTP library: a small write is sent at once, not held for an ACK
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -54,14 +55,16 @@ class Handler(BaseHTTPRequestHandler):  # noqa: D101
             ticket = server.tickets
             server.tickets += 1
             server.turn.wait_for(lambda: server.serving == ticket)
+        started = time.perf_counter()
         try:
-            self._serve(tag, arrived, int(body.get("max_tokens", 4)))
+            self._serve(int(body.get("max_tokens", 4)))
         finally:
             with server.turn:
+                server.served[tag] = (arrived, started, time.perf_counter())
                 server.serving += 1
                 server.turn.notify_all()
 
-    def _serve(self, tag: str, arrived: float, tokens: int) -> None:
+    def _serve(self, tokens: int) -> None:
         server = self.server
         started = time.perf_counter()
         self.send_response(200)
@@ -87,7 +90,6 @@ class Handler(BaseHTTPRequestHandler):  # noqa: D101
         self._write(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
-        server.served[tag] = (arrived, started, ended)
 
 
 class OneSlotServer(ThreadingHTTPServer):
@@ -101,7 +103,7 @@ class OneSlotServer(ThreadingHTTPServer):
         self.prefill_s, self.token_s = prefill_s, token_s
         self.turn = threading.Condition()
         self.tickets = self.serving = 0
-        self.served: dict[str, tuple[float, float, float]] = {}  # tag -> (arrived, started, ended)
+        self.served: dict[str, tuple[float, float, float]] = {}  # tag -> (arrived, started, released)
 
     @property
     def url(self) -> str:

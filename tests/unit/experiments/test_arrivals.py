@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from statistics import median
 from typing import Any
 
 import pytest
@@ -20,7 +21,10 @@ from core.stats import linear_fit
 from core.words import ContentWords
 from tests.support.fake_slot import OneSlotServer
 
-TOLERANCE_MS = 25.0  # the server's hand-over to the next request and the stream's delivery, on a busy 2-core machine
+# Two thread wake-ups stand between the schedule's arithmetic and the client's reading (the server's next handler,
+# the client's reader): a bare wake-up's p99 was 11 ms at load 20 on the 2 cores (BENCHMARKS 23), so each request
+# within 60 ms and their median within 10 ms.
+TOLERANCE_MS, MEDIAN_TOLERANCE_MS = 60.0, 10.0
 
 
 def tagged(n: int, prefix: str = "req") -> list[ChatRequest]:
@@ -72,11 +76,15 @@ def test_queue_times_are_the_queueing_the_sends_imply():
         expected[i] = (max(sent_at, previous_end) - sent_at) * 1000
         previous_end = served[f"req {i}"][2]
     assert max(expected.values()) > 200  # the check bites: queues far above the tolerance
+    errors, own = [], []
     for i, record in enumerate(records):
-        assert record.queue_ms == pytest.approx(expected[i], abs=TOLERANCE_MS), (i, record, expected[i])
+        assert record.queue_ms is not None
         arrived, started, _ = served[f"req {i}"]
-        assert record.queue_ms == pytest.approx((started - arrived) * 1000, abs=TOLERANCE_MS)
+        errors.append(abs(record.queue_ms - expected[i]))
+        own.append(abs(record.queue_ms - (started - arrived) * 1000))  # the server's own count of its queue
         parts_add_up(record)
+    assert max(errors) <= TOLERANCE_MS and median(errors) <= MEDIAN_TOLERANCE_MS, (errors, records)
+    assert max(own) <= TOLERANCE_MS and median(own) <= MEDIAN_TOLERANCE_MS, own
     level = ar.fold(ar.ArrivalLevel(15.0, 1.2, 4), records, ended - origin)
     assert level.queue_p99_ms is not None and level.queue_p99_ms > 200 and level.completed == len(records)
     assert level.ttft_mean_ms == pytest.approx(sum(getattr(level, f"{p}_mean_ms") for p in ar.PARTS), abs=0.05)
@@ -98,8 +106,8 @@ def test_a_slowed_client_is_counted_as_client_delay_not_server_time():
         records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
         served = server.served
     for i, record in enumerate(records):
-        assert record.client_ms is not None and 150 <= record.client_ms < 150 + TOLERANCE_MS * 4
-        assert record.queue_ms is not None and record.queue_ms < TOLERANCE_MS  # the slot was free
+        assert record.client_ms is not None and 150 <= record.client_ms < 150 + TOLERANCE_MS
+        assert record.queue_ms is not None and record.queue_ms < TOLERANCE_MS / 2  # the slot was free
         assert record.ttft_ms is not None and record.ttft_ms >= 150 + 30
         assert (served[f"req {i}"][0] - sent[i].due) * 1000 >= 150  # the server saw it late, as the client sent it
         parts_add_up(record)

@@ -12,8 +12,8 @@ request (open loop).
 could send it then: a late send is **client delay**, never hidden (a client that waits before sending and times
 from the send reports the wait away: the coordinated-omission error). The rest of TTFT is split into:
 
-- **network**: one round trip to the server (a GET of ``/health`` or the model list, the fastest of five just
-  before the level, as AIPerf subtracts), at most what the request took before the server began it;
+- **network**: one round trip to the server (a GET of ``/health`` or the model list, the fastest of five, 50 ms
+  apart, just before the level, as AIPerf subtracts), at most what the request took before the server began it;
 - **queue**: from the send to the moment the server began the prompt, less the round trip; llama-server says
   when (the first ``prompt_progress`` chunk, which it sends as it starts a prompt, ``time_ms`` 0). A server that
   does not say (a chat API) leaves it "not reported" (None), never 0;
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -314,10 +315,17 @@ def fold(level: ArrivalLevel, streams: list[ArrivalRequest], wall_s: float) -> A
     return level
 
 
-def round_trip(backend: StreamingBackend, looks: int = 5) -> float | None:
-    """The network's round trip in ms: the fastest of ``looks`` GETs (waiting for a busy machine's scheduler only
-    ever adds, so the fastest is the network's own); None when the server cannot be reached."""
-    trips = [t for t in (backend.round_trip_ms() for _ in range(looks)) if t is not None]
+def round_trip(backend: StreamingBackend, looks: int = 5, apart_s: float = 0.05) -> float | None:
+    """The network's round trip in ms: the fastest of ``looks`` GETs ``apart_s`` apart (waiting for a busy
+    machine's scheduler only ever adds, and one stall of it spans back-to-back looks, not spaced ones); None when
+    the server cannot be reached."""
+    trips = []
+    for look in range(looks):
+        if look:
+            time.sleep(apart_s)
+        trip = backend.round_trip_ms()
+        if trip is not None:
+            trips.append(trip)
     return round(min(trips), 3) if trips else None
 
 

@@ -40,7 +40,7 @@ from core.export import Record
 from core.runs.runner import DONE, FAILED, RUNNING, STOPPED
 from core.secrets import redact, without_keys
 from core.store.codec import compact, record_from_dict
-from core.store.engine import SQLITE, Database, DatabaseError, PostgreSQL, SQLite, is_url
+from core.store.engine import SQLITE, Database, DatabaseError, PostgreSQL, SQLite, is_url, shown, url_problem
 from core.store.machine import machine_info
 from core.store.schema import SCHEMA_VERSION, foreign, migrate, version
 
@@ -232,6 +232,8 @@ class RunStore:
                                     "to another database", transient=False)
             migrate(db)
 
+        if problem := url_problem(url):
+            raise StoreError(f"The run store {shown(url)} {problem}. Fix {ENV}.")
         db = PostgreSQL(url, on_connect=take_up)
         store = cls(db)
         try:

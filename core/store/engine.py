@@ -13,13 +13,16 @@ driver's level, which an ORM layer hides; Alembic would bring a second version t
 dependency (``psycopg[binary]``) and one numbered list of scripts do it.
 
 A password in a URL is never shown: `shown` is the one function that turns a location into text
-for a page, a log line or an error message, and every driver message has the password masked
-(`PostgreSQL._say`: libpq may quote the whole connection string).
+for a page, a log line or an error message, and every driver message has every part of the user
+information masked (`hidden`: libpq may quote the whole connection string, or name as the host what
+an unencoded ``@`` cut off the password). Such a URL, or a malformed one, is refused before the
+driver sees it (`url_problem`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import threading
 import time
@@ -28,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import psycopg
 
@@ -59,26 +62,71 @@ def is_url(location: str) -> bool:
     return location.startswith(URL_SCHEMES)
 
 
+def _parts(location: str) -> tuple[str, str, str]:
+    """A URL as (``scheme://``, its user information, the rest), by hand: a malformed URL (an invalid IPv6 host)
+    still splits, and the user information ends at the last ``@`` before the query, so a password with an
+    unencoded ``@`` or ``/`` stays whole inside it (libpq would end it at the first ``@``)."""
+    scheme, sep, rest = location.partition("://")
+    at = rest.partition("?")[0].rfind("@")
+    return scheme + sep, rest[:at] if at >= 0 else "", rest[at + 1:]
+
+
 def password(location: str) -> str | None:
     """The password a URL carries (in its user part or as ``?password=``), else None."""
     if not is_url(location):
         return None
-    parts = urlsplit(location)
-    given = dict(parse_qsl(parts.query)).get("password")
-    return parts.password or given or None
+    _, info, rest = _parts(location)
+    given = dict(parse_qsl(rest.partition("?")[2])).get("password")
+    return unquote(info.partition(":")[2]) or given or None
+
+
+def _secrets(location: str) -> list[str]:
+    """Every text a message may show of a URL's secret, longest first: the password (as written and decoded),
+    and each part of the user information a driver could split off at an ``@``, ``:`` or ``/``."""
+    _, info, rest = _parts(location)
+    user, colon, secret = info.partition(":")
+    whole = secret if colon else info if "@" in info else ""
+    found = {whole, unquote(whole), password(location) or ""}
+    for text in list(found):
+        found.update(piece for piece in re.split(r"[@:/]", text) if len(piece) >= 3)
+    if not colon and "@" in info:
+        found.discard(user)
+    return sorted(found - {""}, key=len, reverse=True)
+
+
+def hidden(text: str, location: str) -> str:
+    """``text`` (ours or a driver's) with every part of ``location``'s secret masked."""
+    for secret in _secrets(location) if is_url(location) else ():
+        text = text.replace(secret, MASK)
+    return text
+
+
+def url_problem(location: str) -> str:
+    """Why a PostgreSQL URL cannot be used as written, in words ("" when it can)."""
+    _, info, _ = _parts(location)
+    if "@" in info:
+        return ("has an '@' in its user name or password, which ends them early: write each '@' there as %40 "
+                "(percent-encoded)")
+    try:
+        urlsplit(location)
+    except ValueError as exc:
+        return f"is not a valid URL ({exc}): check its host (an IPv6 address goes in brackets, as [::1])"
+    return ""
 
 
 def shown(location: str) -> str:
-    """A store's location as it may appear on a page, in a log or in a message: a URL's password as ``***``."""
+    """A store's location as it may appear on a page, in a log or in a message: a URL's password as ``***``
+    (the whole user information when an unencoded ``@`` leaves no telling where the name ends)."""
     if not is_url(location):
         return location
-    parts = urlsplit(location)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.split(':', 1)[0]}:{MASK}@{host}"
-    query = urlencode([(k, MASK if k == "password" else v) for k, v in parse_qsl(parts.query)], safe="/*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    scheme, info, rest = _parts(location)
+    head, mark, query = rest.partition("?")
+    if info:
+        user, colon, _ = info.partition(":")
+        info = (MASK if "@" in user else user + (f":{MASK}" if colon else "")) + "@"
+    if mark:
+        query = urlencode([(k, MASK if k == "password" else v) for k, v in parse_qsl(query)], safe="/*")
+    return hidden(f"{scheme}{info}{head}{mark}{query}", location)
 
 
 @dataclass(frozen=True)
@@ -221,7 +269,6 @@ class PostgreSQL(Database):
     def __init__(self, url: str, on_connect: Callable[[PostgreSQL], None] | None = None) -> None:
         super().__init__()
         self._url = url
-        self._password = password(url)
         self.location = shown(url)
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._failed_at = -float("inf")
@@ -231,10 +278,7 @@ class PostgreSQL(Database):
 
     def _say(self, exc: BaseException) -> str:
         """A driver's message in one line, the password masked (libpq may quote the whole connection string)."""
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        for secret in {self._password, unquote(self._password or "")} - {None, ""}:
-            text = text.replace(str(secret), MASK)
-        return text
+        return hidden(" ".join(str(exc).split()) or type(exc).__name__, self._url)
 
     def _connection(self) -> psycopg.Connection[tuple[Any, ...]]:
         if self._conn is not None and not self._conn.closed:

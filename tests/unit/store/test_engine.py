@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from core.store import RunStore, open_store
-from core.store.engine import DatabaseError, password, shown
+from core.hosting import HostedSettings, Refused
+from core.store.engine import DatabaseError, hidden, password, shown
+from core.store.ledger import StoreLedger
 from core.store.schema import MIGRATIONS, SCHEMA_VERSION, version
 from tests.support.postgres import Cluster
 
@@ -82,3 +84,29 @@ def test_transactions_roll_back_and_a_named_lock_serialises_them(location: str) 
     for thread in threads:
         thread.join()
     assert first.db.execute("SELECT n FROM counter").scalar() == 50
+
+
+def test_an_at_sign_in_the_password_shows_no_part_of_it() -> None:
+    """libpq ends the password at the first ``@``: the rest became the host, named in its message."""
+    url = "postgresql://prefill:Pa@ss-Odd77@127.0.0.1:1/x"
+    store = open_store(url)
+    assert "ss-Odd77" not in store.problem and "ss-Odd77" not in store.location and "Pa@" not in store.problem
+    assert "%40" in store.problem  # what to do: percent-encode it
+    with pytest.raises(Refused) as refused:
+        StoreLedger(store.db, down=store.problem).reserve("v", 10, HostedSettings(hosted=True))
+    assert "ss-Odd77" not in str(refused.value) and refused.value.key == "ledger_down"
+    assert "ss-Odd77" not in shown(url) and "Pa" not in shown(url)
+
+
+def test_every_part_of_the_user_information_is_masked_in_a_drivers_message() -> None:
+    url = "postgresql://prefill:Pa@ss-Odd77@127.0.0.1:1/x"
+    said = hidden("failed to resolve host 'ss-Odd77@127.0.0.1': [Errno -2]; password Pa@ss-Odd77", url)
+    assert "ss-Odd77" not in said and "Pa@ss" not in said and "127.0.0.1" in said
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:pw-leak-999@[::1x]:5432/db", "postgresql://u:pw-leak-999@[v1.x]/db",
+                                 "postgresql://u:pw-leak-999@[::1/db"])
+def test_a_malformed_host_is_a_sentence_not_a_traceback(url: str) -> None:
+    store = open_store(url)
+    assert "PREFILL_LAB_DB" in store.problem and "pw-leak-999" not in store.problem + store.location
+    assert "pw-leak-999" not in shown(url)

@@ -146,11 +146,16 @@ class Result:
 class Transaction:
     """Statements run inside one transaction (`Database.transaction`)."""
 
-    def __init__(self, run: Callable[[str, Sequence[Any]], Result]) -> None:
+    def __init__(self, run: Callable[[str, Sequence[Any]], Result], now_sql: str) -> None:
         self._run = run
+        self.now_sql = now_sql
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Result:
         return self._run(sql, params)
+
+    def now(self) -> float:
+        """The database's clock now, in seconds since 1970 (`Database.now_sql`)."""
+        return float(self._run(f"SELECT {self.now_sql}", ()).scalar())
 
 
 def lock_id(name: str) -> int:
@@ -168,6 +173,9 @@ class Database(ABC):
 
     dialect: str
     location: str  # as `shown`: safe to print
+    # The database's own clock in seconds since 1970, for times every process compares (budgets, leases): one
+    # clock for every replica, whatever each host's says. SQLite's is the host's own (one host shares a file).
+    now_sql: str
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -197,11 +205,15 @@ class Database(ABC):
         with self._lock:
             self._begin(lock)
             try:
-                yield Transaction(self._execute)
+                yield Transaction(self._execute, self.now_sql)
             except BaseException:
                 self._end(commit=False)
                 raise
             self._end(commit=True)
+
+    def now(self) -> float:
+        """The database's clock now (`now_sql`)."""
+        return float(self.execute(f"SELECT {self.now_sql}").scalar())
 
     def script(self, migration: Migration) -> list[str]:
         """A migration as this dialect's single statements."""
@@ -225,6 +237,7 @@ class SQLite(Database):
     """A SQLite database: the store's file (opened and checked by `core.store.db`) or memory."""
 
     dialect = SQLITE
+    now_sql = "(julianday('now') - 2440587.5) * 86400.0"
 
     def __init__(self, conn: sqlite3.Connection, location: str) -> None:
         super().__init__()
@@ -265,6 +278,7 @@ class PostgreSQL(Database):
     """
 
     dialect = POSTGRESQL
+    now_sql = "CAST(EXTRACT(EPOCH FROM clock_timestamp()) AS DOUBLE PRECISION)"  # now, not the transaction's start
 
     def __init__(self, url: str, on_connect: Callable[[PostgreSQL], None] | None = None) -> None:
         super().__init__()

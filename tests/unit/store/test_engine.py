@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.store import RunStore, open_store
 from core.hosting import HostedSettings, Refused
+from core.store import RunStore, open_store
 from core.store.engine import DatabaseError, hidden, password, shown
 from core.store.ledger import StoreLedger
 from core.store.schema import MIGRATIONS, SCHEMA_VERSION, version

@@ -84,7 +84,10 @@ def _otlp_value(value: Any) -> Any:
         if key in value:
             return value[key]
     if "intValue" in value:
-        return int(value["intValue"])
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):  # "lots": kept as sent, and named where it is read as a count
+            return value["intValue"]
     if "arrayValue" in value:
         return [_otlp_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
     if "kvlistValue" in value:
@@ -171,6 +174,8 @@ def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
         return value
     try:
         return _loads(value)
+    except RecursionError:
+        raise Gap(f"{key} is JSON nested too deeply to read (deeper than Python's recursion limit)") from None
     except json.JSONDecodeError:
         raise Gap(f"{key} is not whole JSON ({len(value):,} characters, it ends {value[-24:]!r}): the exporter cut it "
                   "at its length limit") from None
@@ -204,11 +209,19 @@ def _text(key: str, value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _objects(value: Any, key: str, what: str) -> list[Mapping[str, Any]]:
+    """``value`` as a list of JSON objects, else a `Gap` naming the attribute (a hostile or broken exporter)."""
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        shown = type(value).__name__ if isinstance(value, list | Mapping) else repr(value)[:40]
+        raise Gap(f"{key} is not a list of {what} (it holds {shown}): this span cannot be read")
+    return value
+
+
 def genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A GenAI semconv message (``role``, ``parts``) as a Chat Completions message."""
     out: dict[str, Any] = {"role": message.get("role", "user")}
     texts, calls = [], []
-    for part in message.get("parts") or []:
+    for part in _objects(message.get("parts") or [], key, "message parts"):
         kind = part.get("type")
         if kind == "text":
             texts.append(_text(key, part.get("content", "")))
@@ -238,9 +251,11 @@ def _chat_tool(tool: Any) -> Any:
 
 def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     system = _json(attributes, "gen_ai.system_instructions")
-    messages = [genai_message(m, "gen_ai.input.messages") for m in _json(attributes, "gen_ai.input.messages", [])]
+    messages = [genai_message(m, "gen_ai.input.messages")
+                for m in _objects(_json(attributes, "gen_ai.input.messages", []), "gen_ai.input.messages", "messages")]
     if system:
-        parts = system if isinstance(system, list) else [{"type": "text", "content": system}]
+        parts = _objects(system, "gen_ai.system_instructions", "message parts") if not isinstance(system, str) \
+            else [{"type": "text", "content": system}]
         messages.insert(0, genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
     definitions = attributes.get("gen_ai.tool.definitions")
     if definitions is None and "llm.request.functions.0.name" in attributes:  # LiteLLM: OpenLLMetry's tool keys
@@ -272,7 +287,7 @@ def _openllmetry(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], l
 def _maybe_json(value: Any) -> Any:
     try:
         return _loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return value
 
 
@@ -306,7 +321,8 @@ def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]],
 READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference}
 
 
-def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
+def _count_keys(attributes: Mapping[str, Any], kind: str) -> tuple[str, str, str]:
+    """The attributes holding the prompt's and the cached tokens' counts (``""``: none), and the source's name."""
     if kind == OPENINFERENCE:
         prompt, cached, source = "llm.token_count.prompt", "llm.token_count.prompt_details.cache_read", "cache_read"
     else:
@@ -315,6 +331,11 @@ def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
         cached = next((k for k in ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")
                        if k in attributes), "")
         source = "cache_read"
+    return prompt, cached, source
+
+
+def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
+    prompt, cached, source = _count_keys(attributes, kind)
     cached_tokens = count(attributes.get(cached)) if cached else None
     if cached_tokens is None:
         return None
@@ -322,6 +343,24 @@ def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
     if prompt_tokens is not None and cached_tokens > prompt_tokens:
         return None
     return Measured(prompt_tokens, cached_tokens, source)
+
+
+MODEL_KEYS = ("gen_ai.request.model", "llm.model_name", "gen_ai.response.model")
+
+
+def span_problems(attributes: Mapping[str, Any], kind: str) -> list[str]:
+    """What of a span's counts and model cannot be used, each naming its attribute: a count that is no whole
+    number, a cached count above the prompt's (the column is left empty), a model that is no name."""
+    prompt, cached, _ = _count_keys(attributes, kind)
+    problems = [f"{key} = {attributes[key]!r:.40} (not a token count): left out" for key in (prompt, cached)
+                if key and attributes.get(key) is not None and count(attributes[key]) is None]
+    prompt_tokens, cached_tokens = count(attributes.get(prompt)), count(attributes.get(cached)) if cached else None
+    if prompt_tokens is not None and cached_tokens is not None and cached_tokens > prompt_tokens:
+        problems.append(f"usage not used: {cached_tokens} cached tokens is more than the {prompt_tokens} prompt "
+                        f"tokens ({cached} > {prompt})")
+    problems += [f"{key} = {attributes[key]!r:.40} (not a model name): left out" for key in MODEL_KEYS
+                 if attributes.get(key) is not None and not isinstance(attributes[key], str)]
+    return problems
 
 
 def _provider_tools(tools: list[Any] | None) -> list[str]:
@@ -360,8 +399,8 @@ def span_round(span: Span, kind: str) -> Round:
         attributes = {**attributes, "llm.input_messages.0.message.content": attributes["input.value"]}  # named below
     invocation = _maybe_json(attributes.get("llm.invocation_parameters")) if kind == OPENINFERENCE else {}
     invocation = invocation if isinstance(invocation, Mapping) else {}
-    model = (invocation.get("model") or attributes.get("gen_ai.request.model") or attributes.get("llm.model_name")
-             or attributes.get("gen_ai.response.model"))
+    model = next((m for m in (invocation.get("model"), *map(attributes.get, MODEL_KEYS)) if isinstance(m, str) and m),
+                 None)
     gap = None
     try:
         messages, tools = READERS[kind](attributes)
@@ -427,6 +466,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
             rounds.append(span_round(span, kind))
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
+        errors += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
     kinds = sorted({kind for _, kind in found})
     named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
     notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {len(found)} LLM spans, one round each, from "
@@ -462,6 +502,9 @@ def read_text(text: str, name: str) -> Transcript | None:
                 except json.JSONDecodeError as exc:
                     raise TraceError(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
                                      ) from None
+                except RecursionError:
+                    raise TraceError(f"{name} line {number}: nested too deeply to read (deeper than Python's "
+                                     "recursion limit)") from None
         return read_documents(documents)
     if head is not None:  # a one-line JSON document that is not a trace: a request log
         return None

@@ -41,8 +41,9 @@ def main() -> None:
                                  check=True, timeout=600).stdout
             results[name].append(json.loads(out.strip().splitlines()[-1]))
             print(f"{name:38} {json.dumps(results[name][-1])}", flush=True)
-    figures = {name: {field: spread([float(str(r[field])) for r in runs])
-                      for field in ("bandwidth_gbs", "gflops", "peak_mib", "seconds")} for name, runs in results.items()}
+    fields = ("bandwidth_gbs", "gflops", "peak_mib", "seconds")
+    figures = {name: {field: spread([float(str(r[field])) for r in runs]) for field in fields}
+               for name, runs in results.items()}
     before, after = figures["480 MiB LLC, uncapped (8x, before)"], figures["480 MiB LLC, capped"]
     ratio = round(after["bandwidth_gbs"]["median"] / before["bandwidth_gbs"]["median"], 3)
     key = {"peak_mib_before": before["peak_mib"]["max"], "peak_mib_capped": after["peak_mib"]["max"],

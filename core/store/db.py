@@ -239,6 +239,9 @@ class RunStore:
         try:
             db.ping()
         except DatabaseError as exc:
+            if exc.refused_login:
+                db.close()
+                raise StoreError(f"The run store {db.location} cannot be used: {exc}.") from exc
             if not exc.transient:
                 db.close()
                 raise StoreError(f"{exc}.") from exc
@@ -307,7 +310,8 @@ class RunStore:
     def _failed(self, exc: DatabaseError) -> None:
         """Say why the database fails now, and what to do."""
         if exc.transient:
-            todo = (f"Start the database server, or check {ENV}" if self.shared else
+            todo = (f"Check the user name and password in {ENV}" if exc.refused_login else
+                    f"Start the database server, or check {ENV}" if self.shared else
                     "Free some disk space, or close the program that holds the file")
             self._failing = f"The run store {self.location} cannot be used now ({exc}). {todo}"
         else:

@@ -40,6 +40,8 @@ from core.secrets import MASK
 SQLITE, POSTGRESQL = "sqlite", "postgresql"
 URL_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT_S = 3  # a server that does not answer: the page says so after this long, not after TCP's minutes
+# what libpq says when the server answered but refused the login (no SQLSTATE comes with a failed connection)
+REFUSED_LOGIN = ("password authentication failed", "no password supplied", "pg_hba.conf", "does not exist")
 RETRY_S = 1.0  # after a failed connection, statements fail at once for this long instead of each waiting again
 
 # One script for both engines, or one per dialect ({"sqlite": ..., "postgresql": ...}).
@@ -51,11 +53,14 @@ class DatabaseError(Exception):
 
     ``transient``: worth trying again later (the server unreachable, the disk full, the file locked);
     otherwise the statement itself is wrong for this database (a duplicate id, a foreign table).
+    ``refused_login``: the server answered and refused the URL's user, password or database: no use
+    waiting for it at start (tried again later, in case the password was changed during a run).
     """
 
-    def __init__(self, message: str, transient: bool) -> None:
+    def __init__(self, message: str, transient: bool, refused_login: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        self.refused_login = refused_login
 
 
 def is_url(location: str) -> bool:
@@ -287,6 +292,7 @@ class PostgreSQL(Database):
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._failed_at = -float("inf")
         self._last_error = ""
+        self._refused_login = False
         self._on_connect = on_connect
         self._in_transaction = False
 
@@ -298,14 +304,18 @@ class PostgreSQL(Database):
         if self._conn is not None and not self._conn.closed:
             return self._conn
         if time.monotonic() - self._failed_at < RETRY_S:
-            raise DatabaseError(self._last_error, transient=True)
+            raise DatabaseError(self._last_error, transient=True, refused_login=self._refused_login)
         try:
             self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
                                          application_name="prefill-lab")
         except psycopg.Error as exc:
             self._failed_at = time.monotonic()
-            self._last_error = f"cannot connect: {self._say(exc)}"
-            raise DatabaseError(self._last_error, transient=True) from exc
+            said = self._say(exc)
+            self._refused_login = any(words in said for words in REFUSED_LOGIN)
+            self._last_error = (f"the server refused the login ({said}): check the user name, the password and the "
+                                "database name in the URL" if self._refused_login else f"cannot connect: {said}")
+            raise DatabaseError(self._last_error, transient=True, refused_login=self._refused_login) from exc
+        self._refused_login = False
         if self._on_connect is not None:
             try:
                 self._on_connect(self)

@@ -98,8 +98,9 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
         print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
               "on the server and cannot be checked.")
     elif transcript.errors:
-        print(f"No break among the {len(analysis.findings)} rounds read; {len(transcript.errors)} lines could not "
-              "be read and were not checked.")
+        lines = f"{len(transcript.errors)} lines" if len(transcript.errors) != 1 else "1 line"
+        print(f"No break among the {len(analysis.findings)} rounds read; {lines} could not be read and "
+              f"{'was' if lines == '1 line' else 'were'} not checked.")
     else:
         print(_no_break(analysis))
     for f in analysis.findings:
@@ -195,7 +196,7 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
             record["replay"] = replayed[index].to_dict()
         records.append(record)
     return {"format": analysis.formats, "mixed": transcript.mixed, "rendering": analysis.rendering,
-            "errors": analysis.errors,
+            "errors": analysis.errors, "not_used": transcript.unused,
             "notes": analysis.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
@@ -245,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
     for _, transcript in inputs:
         for error in transcript.errors:
             print(f"not read: {error}", file=sys.stderr)
+        for problem in transcript.unused:  # the round was read; one of its figures is left out
+            print(f"not used: {problem}", file=sys.stderr)
     decisions = [doctor.comparison(transcript, name) for name, transcript in inputs]
     refused = [d for d in decisions if d.kind in (doctor.UNREAD, doctor.SINGLE_ROUND)]
     if args.fail_on_break:  # a simulated comparison is a lesson, not rounds of the user's to gate

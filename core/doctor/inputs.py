@@ -121,7 +121,7 @@ def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, lis
 def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = None) -> Transcript:
     """Every entry read, in the format decided for the whole log (`formats.decide`), or ``fmt`` when forced."""
     formats, mixed = decide([_unwrap(data)[:2] for _, data in items], fmt)
-    rounds, errors = [], []
+    rounds, errors, unused = [], [], []
     for (where, data), line_format in zip(items, formats, strict=True):
         try:
             round_, problems = read_line(data, where, line_format)
@@ -136,10 +136,10 @@ def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = N
             errors.append(f"{where}: could not be read ({type(exc).__name__}: {exc})")
             continue
         rounds.append(round_)
-        errors += [f"{where}: {problem}" for problem in problems]
+        unused += [f"{where}: {problem}" for problem in problems]
     notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
              "only what this body adds is compared" for r in rounds if r.server_history]
-    return Transcript(rounds, errors, kind, notes, mixed)
+    return Transcript(rounds, errors, kind, notes, mixed, unused)
 
 
 def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:

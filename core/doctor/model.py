@@ -95,6 +95,9 @@ class Transcript:
     kind: str = "jsonl"  # jsonl | json | files | system_prompt | simulated | trace
     notes: list[str] = field(default_factory=list)
     mixed: str | None = None  # the log's lines really show more than one format: a sentence saying so
+    # what a round that was read could not use ("line 2: usage...cached_tokens = '1152' (not a token count)"):
+    # named, never counted as a line that could not be read
+    unused: list[str] = field(default_factory=list)
 
     @property
     def formats(self) -> list[str]:

@@ -460,13 +460,13 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
     found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
-    rounds, errors = [], []
+    rounds, errors, unused = [], [], []
     for span, kind in found:
         try:
             rounds.append(span_round(span, kind))
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
-        errors += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
+        unused += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
     kinds = sorted({kind for _, kind in found})
     named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
     notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {len(found)} LLM spans, one round each, from "
@@ -479,7 +479,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")
-    return Transcript(rounds, errors, "trace", notes)
+    return Transcript(rounds, errors, "trace", notes, unused=unused)
 
 
 def read_text(text: str, name: str) -> Transcript | None:

@@ -198,12 +198,12 @@ def test_the_cli_counts_a_call_whose_agent_gave_up_in_its_last_line(upstream: St
                 for _ in response.iter_raw():
                     pass
         upstream.resume.set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not log.exists() or not log.read_text().strip():
-            assert time.monotonic() < deadline, "the call was not logged within 10 s"
+            assert time.monotonic() < deadline, "the call was not logged within 60 s"
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=15)
+        out, err = process.communicate(timeout=120)
     finally:
         process.kill()
     assert process.returncode == 0 and "Traceback" not in err, err

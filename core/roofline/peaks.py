@@ -267,6 +267,9 @@ def _invalid(roof: Roof) -> str:
 def cache_problem() -> str:
     """A sentence when the cache holds figures for this machine that cannot be used ("" otherwise): they are
     treated as absent, and the probe measures again."""
+    if _store().exists() and not _store().is_file():
+        return (f"{_store()} is a folder, not a file of figures: this machine is measured each time until it is "
+                "moved aside.")
     entry = _known().get(machine_key())
     if entry is None and _store().exists() and not _known():
         return f"{_store()} is not a JSON object of figures; it is ignored and the machine is measured again."
@@ -295,8 +298,11 @@ def save(roof: Roof) -> None:
     (``[]``, ``null``) is replaced."""
     known = _known()
     known[machine_key()] = roof.to_dict()
-    _store().parent.mkdir(parents=True, exist_ok=True)
-    _store().write_text(json.dumps(known, indent=1))
+    try:
+        _store().parent.mkdir(parents=True, exist_ok=True)
+        _store().write_text(json.dumps(known, indent=1))
+    except OSError:
+        pass  # a folder in its place, a read-only disk: the figures serve this time (`cache_problem` says why)
 
 
 def machine_roof(rerun: bool = False) -> Roof:

@@ -274,3 +274,13 @@ def test_the_probe_says_what_size_it_chose(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(peaks, "available_memory", lambda: 256 << 20)  # a machine with little free
     memory = peaks.measure_bandwidth(budget_s=0.1)
     assert memory.size.startswith("64 MiB (8x the 480 MiB LLC, capped at 1024 MiB, capped at a quarter of the 256 MiB")
+
+
+def test_a_folder_in_place_of_the_cached_figures_is_said_and_the_machine_still_measured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "prefill-lab" / "roofline.json").mkdir(parents=True)
+    monkeypatch.setattr(peaks, "probe", lambda: peaks.Roof("here", peaks.measure_bandwidth(16 << 20, budget_s=0.05),
+                                                           peaks.measure_compute(64, budget_s=0.05), "now"))
+    assert "is a folder" in peaks.cache_problem()
+    assert peaks.machine_roof().machine == "here" and peaks.cached() is None

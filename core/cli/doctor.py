@@ -89,11 +89,19 @@ def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
         print(line)
 
 
+def _round(analysis: doctor.Analysis, finding: doctor.RoundFinding) -> str:
+    """``round N``, with the line it was read from where that is another number (a line before it was not read)."""
+    source = analysis.rounds[finding.round - 1].source if finding.round <= len(analysis.rounds) else ""
+    number = source.rsplit(" ", 1)[-1]
+    shown = number.isdigit() and int(number) != finding.round and " line " in source
+    return f"round {finding.round} ({source})" if shown else f"round {finding.round}"
+
+
 def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, provider: str | None) -> None:
     first = analysis.first_break
     if first:
-        print(f"The cache first breaks in round {first.round}: {first.cause} in {doctor.where(first)} ({first.field}) "
-              f"at character {first.first_diff_char}.")
+        print(f"The cache first breaks in {_round(analysis, first)}: {first.cause} in {doctor.where(first)} "
+              f"({first.field}) at character {first.first_diff_char}.")
     elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
         print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
               "on the server and cannot be checked.")
@@ -217,11 +225,11 @@ def _failed(args: argparse.Namespace, results: Sequence[Result],
             inputs: Sequence[tuple[str, doctor.Transcript]]) -> bool:
     """--fail-on-break: a round that breaks the cache (unless allowed), or a line that could not be read."""
     failed = False
-    defects = [(name, f) for name, _, a, _ in results for f in a.findings
+    defects = [(name, f, a) for name, _, a, _ in results for f in a.findings
                if f.breaks_cache and f.cause not in args.allow]
     if defects:
-        name, f = defects[0]
-        print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
+        name, f, analysis = defects[0]
+        print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} {_round(analysis, f)}: {f.cause} "
               f"in {doctor.where(f)} ({f.field})")
         failed = True
     unread = [error for _, transcript in inputs for error in transcript.errors]

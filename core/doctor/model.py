@@ -19,6 +19,11 @@ class TranscriptError(ValueError):
     """The input cannot be read as rounds at all; the message says why."""
 
 
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """A JSON error in words with its column ("Unterminated string starting at" already ends in "at")."""
+    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno}"
+
+
 @dataclass
 class Block:
     """One part of a message as it reaches the model. ``field`` names it in findings (content, tool_calls,

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from core.backends.usage import count
 from core.doctor.formats import chat_round
-from core.doctor.model import Block, Measured, Round, Transcript
+from core.doctor.model import Block, Measured, Round, Transcript, json_problem
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
@@ -500,7 +500,7 @@ def read_text(text: str, name: str) -> Transcript | None:
                 try:
                     documents.append((f"{name} line {number}", json.loads(line)))
                 except json.JSONDecodeError as exc:
-                    raise TraceError(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+                    raise TraceError(f"{name} line {number}: not valid JSON ({json_problem(exc)})"
                                      ) from None
                 except RecursionError:
                     raise TraceError(f"{name} line {number}: nested too deeply to read (deeper than Python's "

@@ -10,8 +10,8 @@ from tests.support.apptest import ROOT, api_state, app, rendered
 FIXTURES = ROOT / "tests" / "data" / "doctor"
 
 
-def upload(fake_api, name: str, data: bytes):
-    at = app(**api_state(fake_api))
+def upload(fake_api, name: str, data: bytes, lang: str = "en"):
+    at = app(**api_state(fake_api), lang=lang)
     at.switch_page("app_pages/cache_doctor.py").run()
     at.file_uploader(key="doctor_files").upload(name, data, "application/json").run()
     assert not at.exception
@@ -89,3 +89,9 @@ def test_a_value_early_in_the_prompt_is_named_on_the_page_and_other_conversation
                                              "crewai__agent_kickoff_multi_step_task_with_planning.jsonl").read_bytes())
     assert not at.success or not any("every round extends" in s.value for s in at.success)
     assert any("start another conversation" in i.value for i in at.info)
+
+
+def test_the_rendering_is_named_in_the_visitors_language(fake_api):
+    at = upload(fake_api, "agent.jsonl", (FIXTURES / "timestamp.jsonl").read_bytes(), lang="zh")
+    captions = [c.value for c in at.caption]
+    assert any("稳定序列化" in c for c in captions) and not any("stable serialization" in c for c in captions)

@@ -182,8 +182,8 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     key = f"compare_{experiment}"
     if key in st.session_state:  # a run deleted elsewhere is no longer offered
         st.session_state[key] = [c for c in st.session_state[key] if c in names]
-    chosen = st.multiselect(t("common.compare"), list(names), format_func=names.__getitem__, key=key,
-                            help=t("runs.saved_help"))
+    chosen = st.multiselect(t("common.compare"), list(names), format_func=names.__getitem__,
+                            placeholder=t("common.choose"), key=key, help=t("runs.saved_help"))
     store = run_store()
     views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]
     ids = [c for c in chosen if not c.startswith("session:")]

@@ -130,8 +130,10 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
 
 
 def choice_label(run: SavedRun) -> str:
+    """A saved run as a choice names it: its label, machine, author and date, and the start of its id (as
+    ``runs list`` prints it), so two runs started the same minute never read the same."""
     by = f" · {run.author}" if run.author else ""
-    return f"{run.label} · {machine_name(run.machine)}{by} · {run_date(run.started_at)}"
+    return f"{run.label} · {machine_name(run.machine)}{by} · {run_date(run.started_at)} · #{run.id[:6]}"
 
 
 def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:

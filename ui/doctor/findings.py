@@ -20,7 +20,7 @@ from ui.doctor.sections import (
     timeline_section,
     unexplained_section,
 )
-from ui.sidebar.target import connect, current_target
+from ui.sidebar import connect, current_target
 from ui.text import Texts
 
 

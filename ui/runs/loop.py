@@ -22,6 +22,7 @@ from typing import Any
 import streamlit as st
 
 from core.charts.base import RunView
+from core.conclusions import MachineState
 from core.runs.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from ui.runs.contract import DrawRuns, Records
 from ui.runs.controls import history
@@ -35,13 +36,14 @@ from ui.runs.saved import (
 from ui.text import Texts, texts
 
 
-def busy_note(t: Texts, cpu: dict[str, Any] | None) -> None:
-    """Beside a verdict: the machine was busy during the run (others took a large share of the CPU)."""
-    if cpu and cpu.get("busy"):
-        others = max(cpu["busy_s"] - cpu["server_s"] - cpu["app_s"], 0.0)
-        st.warning(t("roofline.busy", share=100 * cpu["server_share"], others=others, app=cpu["app_s"]),
+def busy_note(t: Texts, state: MachineState) -> None:
+    """Beside what a run showed: the machine was busy during it (others took a large share of the CPU), as its
+    meter saw it; kept with the run, so said again after a reload."""
+    if state.busy and state.server_share is not None and state.others_s is not None:
+        load = f" {t('roofline.busy_load', load=state.load, cores=state.cores)}" if state.load is not None \
+            and state.cores else ""
+        st.warning(t("roofline.busy", share=100 * state.server_share, others=state.others_s) + load,
                    icon=":material/speed:")
-
 
 
 def _active(run: BackgroundRun, snap: Snapshot) -> bool:
@@ -92,7 +94,7 @@ def _draw_rounds(t: Texts, run: BackgroundRun, snap: Snapshot, draw: DrawRuns, r
                  compare: Sequence[RunView[Any]]) -> None:
     """The page's metrics, charts and verdict over this run and the compared ones, then the table of records."""
     draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
-    busy_note(t, run.settings.get("cpu"))
+    busy_note(t, run.state)
     st.subheader(t("common.table"))
     st.dataframe(
         records.table(snap.rows),

@@ -61,6 +61,7 @@ class Visit:
     whose_key: str = ""  # "typed" for the visitor's own key, which spends none of the operator's budgets
     owner: str = ""  # written on the saved run: the hosted visitor's id, "" on a local install
     page_alive: Callable[[], bool] | None = None  # is the page that started it still there (a closed tab stops it)
+    log: bool = True  # one line per run in the operator's log (the app's; the CLI prints its own lines)
 
 
 @dataclass(frozen=True)
@@ -128,13 +129,19 @@ class _Run:
                 self.conn.close()
             tokens = self.admission.settle(run.rows)
             outcome = run.ended_because if run.ended_because and run.status == STOPPED else run.status
-            log_run(run.experiment, self.conn.name, str(self.conn.info.get("model") or self.conn.backend.model),
-                    self.conn.backend.base_url, self.visit.whose_key, run.visitor, tokens, outcome, run.seconds,
-                    len(run.rows))
+            if self.visit.log:
+                log_run(run.experiment, self.conn.name, str(self.conn.info.get("model") or self.conn.backend.model),
+                        self.conn.backend.base_url, self.visit.whose_key, run.visitor, tokens, outcome,
+                        run.seconds, len(run.rows))
         finally:
+            self._ended(run)
+
+    def _ended(self, run: BackgroundRun) -> None:
+        try:
             if self.store is not None:
                 summary = {"conclusion": run.conclusion.to_dict()} if run.conclusion is not None else {}
                 self.store.finish(run.run_id, run.status, summary, state=run.state.to_dict())
+        finally:  # the caller hears the end even when the store failed (the CLI waits for it)
             if self.events.on_end is not None:
                 self.events.on_end(run)
 

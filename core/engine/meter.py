@@ -65,7 +65,11 @@ def listening_pid(url: str) -> int | None:
         return next((int(c.pid) for c in psutil.net_connections(kind="tcp") if _listens(c, port) and c.pid), None)
     except READ_ERRORS:
         pass
-    for process in psutil.process_iter():
+    try:
+        processes = list(psutil.process_iter())
+    except READ_ERRORS:  # not even the list of processes
+        return None
+    for process in processes:
         try:
             if any(_listens(c, port) for c in process.net_connections(kind="tcp")):
                 return int(process.pid)

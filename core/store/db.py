@@ -130,11 +130,17 @@ def _process_start(pid: int) -> str:
 
 
 def _alive(host: str, pid: int | None, start: str) -> bool:
-    """Whether the process that wrote a run still runs. Another host's writer cannot be checked: taken as alive."""
+    """Whether the process that wrote a run still runs. A writer that cannot be checked (another host's, or a
+    system that will not say) is taken as alive: its run shows as running, never as cut while it may write."""
     if host != socket.gethostname():
         return True
-    if pid is None or not psutil.pid_exists(pid):  # not os.kill(pid, 0), which ends the process on Windows
+    if pid is None:
         return False
+    try:
+        if not psutil.pid_exists(pid):  # not os.kill(pid, 0), which ends the process on Windows
+            return False
+    except (psutil.Error, OSError):
+        return True
     return not start or _process_start(pid) == start
 
 

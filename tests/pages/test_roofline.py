@@ -198,6 +198,6 @@ def test_a_run_on_a_busy_machine_says_so_beside_the_verdict(tmp_path: Path, monk
             burner.kill()
             burner.wait()
     assert not at.exception, at.exception
-    cpu = at.session_state["history"]["output"][-1].settings["cpu"]
-    assert cpu is not None and cpu["busy"], cpu
+    state = at.session_state["history"]["output"][-1].state  # the run's field (`core.conclusions.MachineState`)
+    assert state.measured and state.busy, state
     assert any(w.value.startswith("The machine was busy: the server had") for w in at.warning)

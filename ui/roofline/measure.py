@@ -20,7 +20,7 @@ import streamlit as st
 
 from core.experiments import EXPERIMENTS, input_length, output_length, roofline
 from core.runs.runner import FAILED
-from ui.runs import ExperimentPlan, busy_note, history, latest_saved, start_run
+from ui.runs import ExperimentPlan, busy_note, latest_saved, session_runs, start_run
 from ui.session import hosted
 from ui.text import Texts
 
@@ -33,7 +33,7 @@ QUICK: dict[str, Any] = {
 
 
 def _current(experiment: str) -> Any:
-    runs = history(experiment)
+    runs = session_runs(experiment)
     return runs[-1] if runs else None
 
 

@@ -24,7 +24,8 @@ from ui.sidebar import connect, current_target, key_source
 from ui.text import Texts, texts
 
 
-def history(experiment: str) -> list[BackgroundRun]:
+def session_runs(experiment: str) -> list[BackgroundRun]:
+    """This session's runs of ``experiment``, oldest first (the page shows the newest)."""
     return st.session_state.setdefault("history", {}).setdefault(experiment, [])
 
 
@@ -62,7 +63,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
     except Exception as exc:  # noqa: BLE001 - a backend that cannot be reached is shown, never raised into Streamlit
         st.error(f"{t('common.backend_error')} {exc}")
         return None
-    history(plan.experiment).append(run)
+    session_runs(plan.experiment).append(run)
     return run
 
 
@@ -71,15 +72,15 @@ def load_recorded(experiment: str) -> None:
     t = texts()
     settings, rows = EXPERIMENTS[experiment].recorded()
     label = f"{t('common.recorded')} · {settings.get('model', '')}"
-    if rows and all(run.label != label for run in history(experiment)):
-        history(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
+    if rows and all(run.label != label for run in session_runs(experiment)):
+        session_runs(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
 
 
 def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun | None:
     """Run, Stop and 'Show recorded results'; returns the run to show (the newest of this experiment)."""
     t = texts()
     experiment = plan.experiment
-    runs = history(experiment)
+    runs = session_runs(experiment)
     current = runs[-1] if runs else latest_saved(experiment)  # after a reload or a restart: the newest saved run
     left, middle, right, _ = st.columns([1, 1, 2, 2])
     busy = current is not None and current.active
@@ -95,7 +96,7 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
         t("common.show_recorded"), disabled=busy, key=f"recorded_{experiment}", icon=":material/history:"
     ):
         load_recorded(experiment)
-        current = history(experiment)[-1]
+        current = session_runs(experiment)[-1]
     return current
 
 

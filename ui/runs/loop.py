@@ -25,7 +25,7 @@ from core.charts.base import RunView
 from core.conclusions import MachineState
 from core.runs.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from ui.runs.contract import DrawRuns, Records
-from ui.runs.controls import history
+from ui.runs.controls import session_runs
 from ui.runs.downloads import EXPLAINED_COLUMNS, ROUNDS, offer_downloads
 from ui.runs.saved import (
     run_store,
@@ -108,7 +108,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
     t = texts()
     store_notice(t)
-    session_only = [r for r in history(experiment) if r is not run and r.rows and r.settings.get("recorded")]
+    session_only = [r for r in session_runs(experiment) if r is not run and r.rows and r.settings.get("recorded")]
     compare_ids, compare = saved_compare(t, experiment, run.run_id if run else None, session_only)
     if run is None:
         st.info(t("common.no_rounds"))

@@ -19,6 +19,8 @@ import pandas as pd
 import streamlit as st
 
 from core.charts.base import RunView
+from core.experiments import records_key
+from core.export import Record, to_json
 from core.report import build_report
 from core.runs import RUNNING, STOPPED, BackgroundRun
 from core.store import (
@@ -30,6 +32,7 @@ from core.store import (
     RunStore,
     SavedRun,
     default_location,
+    export_run,
     import_export,
     machine_info,
     machine_name,
@@ -80,6 +83,15 @@ def owner() -> str:
 def saved_runs(experiment: str | None = None) -> list[SavedRun]:
     """The runs this session may see, newest first."""
     return run_store().runs(experiment, owner=hosted_visitor())
+
+
+def export_text(run: BackgroundRun, rows: Sequence[Record]) -> str:
+    """The run's JSON download: a saved run's export (its machine's state and conclusion with it, the same file
+    as ``python -m core runs export``), else, for a run never saved (the shipped results), its settings and rows."""
+    saved = run_store().get(run.run_id, owner=hosted_visitor()) if not run.settings.get("recorded") else None
+    if saved is not None and saved.id == run.run_id:
+        return export_run(saved, rows)
+    return to_json(run.settings, {records_key(run.experiment): rows})
 
 
 def as_run(saved: SavedRun) -> BackgroundRun:

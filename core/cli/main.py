@@ -46,8 +46,7 @@ from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
 from core.experiments.base import Plan, RunContext, Source, Table, exported_settings
 from core.export import Record, to_csv, to_json
-from core.runs.runner import BackgroundRun
-from core.runs.session import Events, NotStarted, Visit, start_run
+from core.runs import BackgroundRun, Events, NotStarted, Visit, start_run
 from core.store import RunStore
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.

@@ -153,8 +153,9 @@ def _connect(target: Target, settings: HostedSettings) -> Connection:
     return open_connection(target, guarded_transport(settings) if guarded else None)
 
 
-def _admitted(order: Order, target: Target, visit: Visit, connection: Connection | None) -> tuple[Admission,
-                                                                                                  Connection]:
+def _admitted(order: Order, target: Target, visit: Visit,
+              connection: Connection | None) -> tuple[Admission, Connection]:
+    """Admitted and connected (the caller's connection, or a new one), or `NotStarted` with nothing reserved."""
     if order.plan.requests == 0:
         raise NotStarted(NOTHING)
     try:

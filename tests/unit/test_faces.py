@@ -10,8 +10,8 @@ import pytest
 FACES = {
     "core.experiments": ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "records_key"],
     "core.charts": ["CHARTS", "ChartsOf", "RunView"],
-    "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "RunContext",
-                  "Snapshot", "Source"],
+    "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "Events",
+                  "NotStarted", "RunContext", "Snapshot", "Source", "Visit", "start_run"],
     "core.report": ["VENDORED", "ContentWords", "Words", "build_report"],
     "ui.runs": ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_label", "explain",
                 "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "preview",

@@ -13,9 +13,9 @@ from core.backends.connect import Connection, Target
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
 from core.hosting import Refused
-from core.runs.runner import BackgroundRun
-from core.runs.session import CONNECT, NOTHING, NotStarted, Visit
-from core.runs.session import start_run as start_session
+from core.runs import BackgroundRun, NotStarted, Visit
+from core.runs import start_run as start_session
+from core.runs.session import CONNECT, NOTHING
 from ui.runs.contract import ExperimentPlan
 from ui.runs.saved import latest_saved, owner, run_store
 from ui.runs.visitor import ledger, line, page_alive_probe, visitor_id

@@ -12,6 +12,7 @@ made up: the meter's `MachineState` is then unmeasured and `CpuMeter.problem` sa
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +25,8 @@ BUSY_SHARE = 0.75  # the server had less than this share of the CPU time used du
 BUSY_OTHERS = 0.10  # ... and the others used at least this share of the machine (an idle machine is not busy)
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 READ_ERRORS = (psutil.Error, OSError, NotImplementedError)  # gone, denied, or not on this system
+WINDOWS_LOAD_WARMUP_S = 5.0  # psutil's emulated load average reads 0.0 this long after its first call
+_load_since: dict[str, float] = {}  # when this process first asked for the load average (Windows)
 
 
 def _machine() -> tuple[float, float]:
@@ -42,11 +45,17 @@ def _process(pid: int) -> float:
 
 
 def load_average() -> float | None:
-    """The 1-minute load average (psutil emulates it on Windows); None where it cannot be read."""
+    """The 1-minute load average; None where it cannot be read, and on Windows, where psutil emulates it and its
+    first `WINDOWS_LOAD_WARMUP_S` read 0.0, until then (the meter asks once as a run starts)."""
     try:
-        return float(psutil.getloadavg()[0])
+        load = float(psutil.getloadavg()[0])
     except READ_ERRORS:
         return None
+    if psutil.WINDOWS:
+        _load_since.setdefault("first", time.monotonic())
+        if time.monotonic() - _load_since["first"] < WINDOWS_LOAD_WARMUP_S:
+            return None
+    return load
 
 
 def _listens(connection: Any, port: int) -> bool:
@@ -138,6 +147,7 @@ class CpuMeter:
             return None
 
     def start(self) -> None:
+        load_average()  # Windows: starts psutil's emulated load average, so the run's end can read it
         self._start = self._read()
 
     def stop(self) -> CpuShare | None:

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from core.conclusions import MachineState
+from core.engine import meter
 from core.engine.meter import CpuMeter, CpuShare, listening_pid, load_average, meter_for
 from tests.support.fake_openai import FakeOpenAIServer
 
@@ -73,3 +74,13 @@ def test_without_proc_the_server_and_the_load_are_not_guessed(no_proc: None, mon
         assert listening_pid(fake.base_url) is None
     monkeypatch.setattr(psutil, "getloadavg", lambda: (_ for _ in ()).throw(OSError("no /proc/loadavg")))
     assert load_average() is None
+
+
+def test_on_windows_the_emulated_load_is_not_read_before_it_means_anything(monkeypatch: pytest.MonkeyPatch) -> None:
+    """psutil's Windows load average reads 0.0 for its first 5 seconds: None then, the figure after."""
+    monkeypatch.setattr(psutil, "WINDOWS", True)
+    monkeypatch.setattr(psutil, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(meter, "_load_since", {})
+    assert load_average() is None
+    monkeypatch.setattr(meter, "_load_since", {"first": time.monotonic() - meter.WINDOWS_LOAD_WARMUP_S})
+    assert load_average() == 0.0

@@ -14,9 +14,9 @@ FACES = {
                   "NotStarted", "RunContext", "Snapshot", "Source", "Visit", "start_run"],
     "core.report": ["VENDORED", "ContentWords", "Words", "build_report"],
     "ui.runs": ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_label", "explain",
-                "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "preview",
-                "report_maker", "rows_of", "run_controls", "run_store", "runs_table", "saved_runs", "session_runs",
-                "show_run", "start_run", "store_notice"],
+                "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "newest",
+                "preview", "report_maker", "rows_of", "run_controls", "run_store", "runs_table", "saved_runs",
+                "session_runs", "show_run", "start_run", "store_notice"],
     "ui.sidebar": ["connect", "current_target", "key_source", "render_sidebar", "start_embedded"],
 }
 

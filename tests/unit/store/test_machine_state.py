@@ -13,7 +13,8 @@ import psutil
 import pytest
 
 from core.cli.main import main
-from core.conclusions import NOT_SHOWN, Conclusion, Finding, MachineState
+from core.conclusions import DISTURBED, MachineState, render
+from core.experiments import EXPERIMENTS
 from core.experiments.output_length import ID as OUTPUT
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.report import ContentWords, build_report
@@ -22,14 +23,15 @@ from core.store import CUT, RunStore, export_run, import_export, open_store, rea
 from core.store.db import _process_start
 
 BUSY = MachineState(measured=True, server_share=0.25, others_s=3.0, load=1.5, cores=2, busy=True)
-CONCLUSION = Conclusion(OUTPUT, NOT_SHOWN, Finding("decode_not_flat", {"ratio": 3.26}),
-                        (Finding("decode_rate", {"tps": 19.7, "ms": 50.8}),))
 
 
 def output_rounds() -> list:
     """A real run's rounds of experiment 2 (the recorded sample), so the report draws its charts."""
     runs = read_export(EMBEDDED_DEFAULT.read_text(), "sample")
     return next(item.records for item in runs if item.experiment == OUTPUT)
+
+
+CONCLUSION = EXPERIMENTS[OUTPUT].conclude(output_rounds(), BUSY)  # what the run concluded as it ended
 
 
 def saved_run(location: str) -> str:
@@ -67,7 +69,8 @@ def test_runs_show_prints_the_state_the_busy_note_and_the_conclusion(tmp_path: P
     assert '"server_share": 0.25, "others_s": 3.0, "load": 1.5, "cores": 2, "busy": true' in out
     assert words("roofline.busy", share=25.0, others=3.0) in out
     assert words("roofline.busy_load", load=1.5, cores=2) in out
-    assert "\n  conclusion" in out and "3.26" in out  # its words, or its key and numbers where none exist yet
+    assert CONCLUSION.status == DISTURBED and "\n  conclusion:" in out
+    assert all(f"    {line}" in out for line in render(CONCLUSION, words))
 
 
 def test_the_reports_machine_section_says_the_machine_was_busy(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ EXACT_PREFIX = tuple(s for s in STRATEGIES if s != REUSE)  # what a provider's c
 RESUME = ("resume_in_slot", "resume_restored", "resume_gone")  # the pause's three requests
 REUSE_CHUNK = 32  # n_cache_reuse: the shortest shifted chunk llama-server reuses
 RECENT = 4  # messages a summary leaves as they are (the last two rounds)
+FOLD = 3  # the fewest rounds a summary folds in: a summary above the threshold does not fold every round
 PREDICTION_SPREAD = 2.0  # a measured prefill time within [P / 2, 2 P] agrees with the prediction P
 CHEAPEST_AT = (10, 20, 40)
 MAX_ROUNDS = 40
@@ -98,6 +99,7 @@ class Settings:
     answer_tokens: int = field(default=1, metadata=NO_WIDGET)  # what the model writes each round (thrown away)
     prefill_tps: float | None = field(default=None, metadata=NO_WIDGET)  # the rate the time prediction is from
     predicted_from: str = field(default="", metadata=NO_WIDGET)  # "measured" (experiment 1) or "roofline"
+    predicted_tokens: int | None = field(default=None, metadata=NO_WIDGET)  # all requests' recomputed (`prepare`)
     document: str | None = field(default=None, metadata=INTERNAL)  # the reference text; None: the built-in one
     fitted: FittedDocument | None = field(default=None, metadata=INTERNAL)
 
@@ -268,7 +270,7 @@ class Conversation:
         """What round ``round_no`` sends (``turns``: the whole script); a summary strategy may fold here."""
         if self.strategy in ("summary", "stable_summary"):
             built = self._build(turns, round_no)
-            if len(tokens(built)) > self.threshold and round_no - 1 - self.summarized > RECENT // 2:
+            if round_no - 1 - self.summarized >= RECENT // 2 + FOLD and len(tokens(built)) > self.threshold:
                 self._fold(turns, round_no)
                 built = self._build(turns, round_no)
             return built
@@ -415,7 +417,20 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
             raise DocumentError(f"{settings.conversation_rounds} rounds do not fit in a {conn.context:,}-token "
                                 "context; choose fewer rounds.")
         budget = min(budget, room)
-    return replace(settings, fitted=fit_document(settings.document or REFERENCE, budget, conn.counter))
+    settings = replace(settings, fitted=fit_document(settings.document or REFERENCE, budget, conn.counter))
+    return replace(settings, predicted_tokens=sum(r.predicted_recomputed for r in _requests(settings, conn)))
+
+
+WARM_UP = [{"role": "user", "content": "Say OK."}]  # `core.experiments.base.warm_up`'s prompt
+
+
+def _requests(settings: Settings, conn: Connection, warm: bool = True) -> list[Request]:
+    """The run's requests and their predictions, the warm-up's prompt in the cache before the first."""
+    tokens = tokens_of(conn)
+    turns = script(settings.conversation_rounds, settings.answer_sentences)
+    reference = settings.fitted.text if settings.fitted else REFERENCE
+    return requests(turns, settings.conversation_strategies, reference, settings, tokens,
+                    tokens(WARM_UP) if warm else ())
 
 
 def _read(path: str) -> str:
@@ -429,11 +444,7 @@ def _read(path: str) -> str:
 def rounds(run: RunContext, settings: Settings) -> Iterator[ConversationRound]:
     """Every request is built and predicted first; then sent, strategy by strategy; then the pause."""
     settings = prepare(settings, run.conn)
-    reference = settings.fitted.text if settings.fitted else REFERENCE
-    turns, tokens = script(settings.conversation_rounds, settings.answer_sentences), tokens_of(run.conn)
-    warm = [{"role": "user", "content": "Say OK."}]
-    planned = requests(turns, settings.conversation_strategies, reference, settings, tokens,
-                       tokens(warm) if run.warm else ())
+    planned = _requests(settings, run.conn, run.warm)
     run.warm_up()
     for request in planned:
         record = _send(run, settings, request)
@@ -443,7 +454,9 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[ConversationRound]:
         if record.error:
             return
     if settings.pause:
-        yield from pause(run, settings, turns, reference, tokens, planned[-1].messages)
+        reference = settings.fitted.text if settings.fitted else REFERENCE
+        turns = script(settings.conversation_rounds, settings.answer_sentences)
+        yield from pause(run, settings, turns, reference, tokens_of(run.conn), planned[-1].messages)
 
 
 def _send(run: RunContext, settings: Settings, request: Request) -> ConversationRound | None:
@@ -700,4 +713,4 @@ TABLE = Table(ROUNDS_TABLE.columns[:5] + (("predicted_recomputed", "predicted", 
 EXPERIMENT = Experiment(
     id=ID, title="one long agent conversation: keep, slide a window or summarize, and what a pause costs",
     icon=":material/forum:", settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize,
-    conclude=conclude, table=TABLE, record=ConversationRound, options=OPTIONS, sample=SAMPLE)
+    conclude=conclude, table=TABLE, record=ConversationRound, options=OPTIONS, sample=SAMPLE, default=False)

@@ -2,7 +2,8 @@
 under 3 minutes on 2 cores, with the load average recorded before and after) and, per strategy, the recomputed
 tokens and prefill seconds predicted before the run (`core.experiments.conversation.requests`; the time from the
 engine probe's prefill rate just before) against measured. The run is written as bench/results/conversation_run.json
-and as the page's recorded sample, samples/embedded_conversation.json."""
+and as the page's recorded sample, samples/embedded_conversation.json. ``BENCH_SMALL=1`` runs a shorter script
+(`SMALL`: 10 rounds, two-sentence answers) where a loaded machine would take an hour over the default."""
 
 from __future__ import annotations
 
@@ -18,20 +19,23 @@ from core.experiments.base import RunContext, exported_settings
 from core.export import to_json
 
 GOAL_S = 180.0
+SMALL = {"conversation_rounds": 10, "threshold": 900, "answer_sentences": 2}
 
 
 def main() -> dict:
     with LocalServer() as server, open_connection(Target("local", server.url)) as conn:
         probe = measure_speed(server.url)
         load = os.getloadavg()[0]
-        settings = ex.Settings(prefill_tps=probe["prefill_tps"], predicted_from="engine probe")
+        scale = SMALL if os.environ.get("BENCH_SMALL") else {}
+        settings = ex.Settings(prefill_tps=probe["prefill_tps"], predicted_from="engine probe", **scale)
         start = time.perf_counter()
         settings = ex.prepare(settings, conn)
         records = list(ex.rounds(RunContext(conn), settings))
         wall = time.perf_counter() - start
         after = os.getloadavg()[0]
         out = {**conn.describe(), **exported_settings(settings), "load_average": round(load, 1),
-               "recorded_with": f"python -m bench conversation (the default run) on {os.cpu_count()} cores, "
+               "recorded_with": f"python -m bench conversation ({'BENCH_SMALL' if scale else 'the default run'}) "
+                                f"on {os.cpu_count()} cores, "
                                 f"load average {load:.1f} before and {after:.1f} after; rates from the engine probe"}
         export = to_json(out, {ex.EXPERIMENT.records: records})
     (RESULTS / "conversation_run.json").write_text(export)
@@ -44,7 +48,8 @@ def main() -> dict:
     for row in rows:
         print(row, flush=True)
     pause = {label: (r.ttft_ms, r.recomputed_tokens) for label, r in ex.resumes(records).items()}
-    key = {"wall_s": round(wall, 1), "load_before": round(load, 2), "load_after": round(after, 2),
+    key = {"settings": "small" if scale else "default", "wall_s": round(wall, 1), "load_before": round(load, 2),
+           "load_after": round(after, 2),
            "prefill_tps": probe["prefill_tps"], "requests": len(records), "errors": errors,
            "exact": sum(s.exact for s in found.values()), "rounds": sum(s.rounds for s in found.values()),
            "pause": pause, "goal_met": wall < GOAL_S and not errors}

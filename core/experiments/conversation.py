@@ -93,7 +93,7 @@ class Settings:
     window: int = 6
     threshold: int = 2000
     conversation_doc: str = field(default="default", metadata=NO_WIDGET)  # the reference text's name
-    reference_tokens: int = field(default=400, metadata=NO_WIDGET)
+    reference_tokens: int = field(default=250, metadata=NO_WIDGET)
     answer_sentences: int = field(default=4, metadata=NO_WIDGET)  # of each scripted answer (1-4): shorter tests
     pause: bool = True
     answer_tokens: int = field(default=1, metadata=NO_WIDGET)  # what the model writes each round (thrown away)
@@ -498,7 +498,7 @@ def pause(run: RunContext, settings: Settings, turns: Sequence[Turn], reference:
     script_turns = [*turns, *(Turn(len(turns) + i + 1, u, a) for i, (u, a) in enumerate(PAUSE_TURNS))]
     cache = tokens(previous)
     n = len(turns)
-    for label, round_no in zip(RESUME, (n + 1, n + 2, n + 3), strict=True):
+    for label, round_no in (("resume_gone", n + 1), ("resume_in_slot", n + 2), ("resume_restored", n + 3)):
         if label == "resume_restored":
             failed = _others(run, settings, reference)
             if failed is not None:

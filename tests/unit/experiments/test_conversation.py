@@ -31,7 +31,7 @@ def test_the_script_is_fixed_and_its_answers_shorten_to_whole_sentences():
     assert ex.script(40) == ex.script(40)
     assert len({t.user for t in ex.script(40)}) == 40, "every round asks something of its own"
     long, short = ex.script(8), ex.script(8, sentences=1)
-    assert all(s.answer.count(". ") < l.answer.count(". ") for s, l in zip(short, long, strict=True))
+    assert all(a.answer.count(". ") < b.answer.count(". ") for a, b in zip(short, long, strict=True))
     assert all(len(t.answer) > 200 for t in long), "answers of realistic length"
 
 

@@ -55,7 +55,8 @@ if rate:  # experiment 1 of this session (or its newest saved run), else the roo
 elif roof is not None:
     settings = replace(settings, prefill_tps=roof.prefill_bound, predicted_from="roofline")
 doc_id = hashlib.sha256((document or "").encode()).hexdigest()[:12]
-prepared = preview(EXPERIMENTS[ex.ID], settings, f"{doc_id}-{rounds}-{window}-{threshold}-{','.join(strategies)}")
+key = f"{doc_id}-{rounds}-{window}-{threshold}-{pause}-{','.join(strategies)}"
+prepared = preview(EXPERIMENTS[ex.ID], settings, key)
 if isinstance(prepared, str):
     st.error(f"{t('common.backend_error')} {prepared}")
 else:

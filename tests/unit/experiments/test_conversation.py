@@ -206,3 +206,21 @@ def test_the_plan_counts_every_request_and_the_options_reach_the_settings():
     assert (settings.conversation_rounds, settings.window) == (10, 8)
     assert ex.plan(settings).requests == 2 * 10 + 3 + 4
     assert ex.plan(replace(settings, pause=False)).requests == 20
+
+
+def test_on_an_api_the_reuse_variant_and_the_pause_are_left_out_and_unreported_counts_stay_unknown(fake_api):
+    from core.backends.connect import Target, open_connection
+    from core.experiments.base import RunContext
+
+    settings = ex.Settings(conversation_rounds=3, conversation_strategies=("keep", "window_reuse"), window=2)
+    with open_connection(Target("api", fake_api.base_url, "ok")) as conn:
+        prepared = ex.prepare(settings, conn)
+        assert prepared.conversation_strategies == ("keep",) and not prepared.pause
+        assert prepared.predicted_tokens and prepared.predicted_tokens > 0
+        rows = list(ex.rounds(RunContext(conn, warm=False), prepared))
+    assert [r.round for r in rows] == [1, 2, 3] and not any(r.error for r in rows)
+    assert all(r.cached_tokens is None and r.predicted_recomputed for r in rows), "not reported is not 0"
+    assert all(body["body"].get("ignore_eos") is None and "n_cache_reuse" not in body["body"]
+               for body in fake_api.requests)
+    assert ex.summarize(rows)["keep"].recomputed is None
+    assert ex.cumulative_cost(rows, "keep", PRICE_LISTS[0], 3) is None

@@ -616,22 +616,23 @@ def resumes(rows: Sequence[Any]) -> dict[str, ConversationRound]:
 
 
 # -- the conclusion -------------------------------------------------------------------------------------------
-WINDOW_FACTOR = 2.0  # "shown": the window recomputed at least this many times the tokens keep did
+WINDOW_FACTOR = 2.0  # "shown": the window's median round recomputed at least this many times keep's
 
 
 def conclude(rows: Sequence[Any], state: MachineState | None = None) -> Conclusion:
-    """Shown when the window recomputed at least `WINDOW_FACTOR` times what ``keep`` did on the same rounds; the
+    """Shown when the window's median round recomputed at least `WINDOW_FACTOR` times ``keep``'s (the rounds after
+    the first, where both start cold, that both measured; a median, so the rounds before it slides do not count); the
     claims: the prediction, each strategy's totals, the cheapest at rounds 10, 20 and 40, the pause."""
     found = summarize(rows)
     windowed = next((s for s in ("window", "window_dynamic") if s in found), None)
     if "keep" not in found or windowed is None:
         return Conclusion(ID, NO_DATA, None, _claims(rows, found, state))
-    common = {r.round for r in measured(rows, "keep")} & {r.round for r in measured(rows, windowed)}
-    keep = sum(r.recomputed_tokens or 0 for r in measured(rows, "keep") if r.round in common)
-    window = sum(r.recomputed_tokens or 0 for r in measured(rows, windowed) if r.round in common)
+    common = {r.round for r in measured(rows, "keep")} & {r.round for r in measured(rows, windowed)} - {1}
+    keep = median_of([r.recomputed_tokens for r in measured(rows, "keep") if r.round in common])
+    window = median_of([r.recomputed_tokens for r in measured(rows, windowed) if r.round in common])
     ratio = round(window / keep, 1) if keep else 0.0
-    decided = Finding("window_vs_keep", {"strategy": windowed, "window": window, "keep": keep, "ratio": ratio,
-                                         "rounds": len(common)})
+    decided = Finding("window_vs_keep", {"strategy": windowed, "window": round(window), "keep": round(keep),
+                                         "ratio": ratio, "rounds": len(common)})
     status = SHOWN if ratio >= WINDOW_FACTOR else NOT_SHOWN
     return Conclusion(ID, status, decided, _claims(rows, found, state))
 

@@ -54,5 +54,6 @@ def main() -> dict:
            "exact": sum(s.exact for s in found.values()), "rounds": sum(s.rounds for s in found.values()),
            "pause": pause, "goal_met": wall < GOAL_S and not errors}
     return finish("conversation", {"strategies": rows, "probe": probe, "spread": ex.PREDICTION_SPREAD}, key,
-                  f"default run {wall:.0f} s (goal < {GOAL_S:.0f} s) at load {load:.1f}-{after:.1f}; "
+                  f"{'BENCH_SMALL' if scale else 'default'} run {wall:.0f} s (goal < {GOAL_S:.0f} s) at load "
+                  f"{load:.1f}-{after:.1f}; "
                   f"{key['exact']} of {key['rounds']} rounds recomputed exactly the predicted tokens")

@@ -8,7 +8,6 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.charts.conversation import cost_chart, pause_chart, prompt_chart, recomputed_chart, time_chart
-from core.conclusions import render
 from core.documents import DocumentError, read_document
 from core.experiments import EXPERIMENTS
 from core.experiments import conversation as ex
@@ -99,8 +98,7 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     if paused is not None:
         st.altair_chart(paused, width="stretch", key=f"conversation-pause-{key}")
         st.caption(t("conversation.pause_note"))
-    conclusion = ex.conclude(rows)
-    explain(t, ex.ID, conclusion.shown, " ".join(render(conclusion, t)))
+    explain(t, ex.ID, runs[0])
 
 
 plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], settings)

@@ -41,7 +41,7 @@ import httpx
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
-from core.conclusions import NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState
+from core.conclusions import NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.documents import DocumentError, FittedDocument, fit_document, read_document
 from core.experiments.base import (
     INTERNAL,
@@ -631,7 +631,7 @@ def conclude(rows: Sequence[Any], state: MachineState | None = None) -> Conclusi
     keep = median_of([r.recomputed_tokens for r in measured(rows, "keep") if r.round in common])
     window = median_of([r.recomputed_tokens for r in measured(rows, windowed) if r.round in common])
     ratio = round(window / keep, 1) if keep else 0.0
-    decided = Finding("window_vs_keep", {"strategy": windowed, "window": round(window), "keep": round(keep),
+    decided = Finding("window_vs_keep", {"strategy_word": _word(windowed), "window": round(window), "keep": round(keep),
                                          "ratio": ratio, "rounds": len(common)})
     status = SHOWN if ratio >= WINDOW_FACTOR else NOT_SHOWN
     return Conclusion(ID, status, decided, _claims(rows, found, state))
@@ -653,26 +653,33 @@ def _claims(rows: Sequence[Any], found: dict[str, StrategyTotals], state: Machin
     for upto in CHEAPEST_AT:
         best = cheapest(rows, upto, price)
         if best is not None:
-            claims.append(Finding("cheapest", {"round": upto, "strategy": best[0], "usd": round(best[1], 5),
+            claims.append(Finding("cheapest", {"round": upto, "strategy_word": _word(best[0]), "usd": round(best[1], 5),
                                                "provider": f"{price.provider} {price.model}"}))
     claims.extend(_pause_claims(rows))
-    if state is not None and state.busy:
-        claims.append(Finding("busy", {"load": state.load}))
+    busy = disturbed(state)  # counted, not timed: the machine's state is said beside the counts, not decisive
+    if busy is not None:
+        claims.append(Finding(f"{busy.key}_counts", dict(busy.values)))
     return tuple(claims)
+
+
+def _word(strategy: str) -> str:
+    """A strategy's name as a content key, quoted in the reader's language (`core.conclusions.render`)."""
+    return f"conversation.strategy.{strategy}"
 
 
 def _strategy_claims(t: StrategyTotals) -> Iterator[Finding]:
     seconds = _round(t.seconds) or 0.0
     if t.recomputed is None:
-        yield Finding("strategy_unreported", {"strategy": t.strategy, "rounds": t.rounds, "seconds": seconds})
+        yield Finding("strategy_unreported", {"strategy_word": _word(t.strategy), "rounds": t.rounds,
+                                              "seconds": seconds})
     else:
-        yield Finding("strategy", {"strategy": t.strategy, "rounds": t.rounds, "recomputed": t.recomputed,
+        yield Finding("strategy", {"strategy_word": _word(t.strategy), "rounds": t.rounds, "recomputed": t.recomputed,
                                    "predicted": t.predicted, "prompt": t.last_prompt or 0, "seconds": seconds})
     if t.predicted_seconds:
-        yield Finding("strategy_time", {"strategy": t.strategy, "seconds": seconds,
+        yield Finding("strategy_time", {"strategy_word": _word(t.strategy), "seconds": seconds,
                                         "predicted_seconds": _round(t.predicted_seconds)})
     if t.summaries:
-        yield Finding("summaries", {"strategy": t.strategy, "rounds": ", ".join(map(str, t.summaries))})
+        yield Finding("summaries", {"strategy_word": _word(t.strategy), "rounds": ", ".join(map(str, t.summaries))})
 
 
 def _pause_claims(rows: Sequence[Any]) -> list[Finding]:

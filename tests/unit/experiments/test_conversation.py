@@ -147,15 +147,17 @@ RUN = (rows_of("keep", [1000] + [60] * 11) + rows_of("window", [1000, 60, 60] + 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_conclusion_speaks_every_finding_in_both_languages(lang):
-    found = ex.conclude(RUN, MachineState(measured=True, load=9.5, busy=True))
+    found = ex.conclude(RUN, MachineState(measured=True, server_share=0.4, others_s=12.0, load=9.5, busy=True))
     assert found.status == SHOWN and found.decided_by is not None
     assert found.decided_by.values["ratio"] == pytest.approx(round(500 / 60, 1)), "medians of rounds 2-12"
     keys = [f.key for f in found.claims]
-    assert {"predicted", "strategy", "strategy_time", "summaries", "cheapest", "pause", "busy"} <= set(keys)
+    assert {"predicted", "strategy", "strategy_time", "summaries", "cheapest", "pause", "busy_counts"} <= set(keys)
+    assert found.status == SHOWN, "a busy machine changes the times, not the counts that decide"
     lines = render(found, ContentWords(lang))
     assert len(lines) == 2 + len(found.claims) and all(lines)
     cheapest = next(f for f in found.claims if f.key == "cheapest")
-    assert cheapest.values["round"] == 10 and cheapest.values["strategy"] == "keep"
+    assert cheapest.values["round"] == 10 and cheapest.values["strategy_word"] == "conversation.strategy.keep"
+    assert ("keep everything" if lang == "en" else "全部保留") in " ".join(lines), "strategies named in the language"
 
 
 def test_no_window_is_no_data_and_a_window_that_barely_differs_is_not_shown():
@@ -169,6 +171,8 @@ def test_no_window_is_no_data_and_a_window_that_barely_differs_is_not_shown():
 def test_a_restore_that_recomputes_everything_is_said_so():
     rows = [r if r.strategy != "resume_restored" else replace(r, recomputed_tokens=1990) for r in RUN]
     assert "pause_not_restored" in [f.key for f in ex.conclude(rows).claims]
+    busy = ex.conclude(RUN, MachineState(busy=True))
+    assert "busy_unmeasured_counts" in [f.key for f in busy.claims] and all(render(busy, ContentWords("zh")))
 
 
 def test_the_prediction_is_counted_exact_and_the_worst_difference_named():

@@ -27,11 +27,11 @@ def test_conversation_page_draws_its_recorded_run(app_url: str, browser: Browser
         .to_be_visible()
     page.get_by_role("button", name="Show recorded results").click()
     idle(page)
-    expect(page.get_by_text("Rounds as predicted")).to_be_visible()
+    expect(page.get_by_text("Rounds as predicted")).to_be_visible(timeout=60_000)
     charts = page.locator("[data-testid='stVegaLiteChart']")
-    expect(charts).to_have_count(5)
+    expect(charts).to_have_count(5, timeout=60_000)  # five charts, drawn on a busy 2-core machine
     for i in range(5):
         box = charts.nth(i).bounding_box()
         assert box is not None and box["width"] > 200 and box["height"] > 150
-        expect(charts.nth(i).locator("canvas, svg").first).to_be_visible()
+        expect(charts.nth(i).locator("canvas, svg").first).to_be_visible(timeout=60_000)
     page.close()

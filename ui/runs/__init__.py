@@ -10,7 +10,7 @@ its uploads.
 
 from ui.runs.contract import ExperimentPlan, Records
 from ui.runs.controls import preview, run_controls, session_runs, start_run
-from ui.runs.history import measured, newest, rows_of
+from ui.runs.history import compaction_measured, measured, newest, rows_of
 from ui.runs.loop import busy_note, explain, show_run
 from ui.runs.saved import (
     choice_label,
@@ -25,7 +25,8 @@ from ui.runs.saved import (
 )
 from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
 
-__all__ = ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_label", "explain",
+__all__ = ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_label", "compaction_measured",
+           "explain",
            "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "newest",
            "preview", "report_maker", "rows_of", "run_controls", "run_store", "runs_table", "saved_runs",
            "session_runs", "show_run", "start_run", "store_notice"]

@@ -14,10 +14,9 @@ from core.experiments import EXPERIMENTS
 from core.experiments import batch as bt
 from core.experiments.prices import PRICE_LISTS
 from ui.roofline import batch_bound_note, roof_prediction, show_prediction
-from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
-from ui.runs.history import measured
+from ui.runs import ExperimentPlan, Records, explain, measured, run_controls, show_run
 from ui.session import BACKEND_KEY, hosted
-from ui.sidebar.engine import start_embedded
+from ui.sidebar import start_embedded
 from ui.text import Texts, texts
 
 t = texts()
@@ -35,7 +34,7 @@ most = hosted().max_concurrency
 choices = [n for n in (1, 2, 4, 8, 16) if (most is None or n <= most) and not (embedded and n > bt.BATCH_SLOTS)]
 st.session_state["batch_concurrency"] = [n for n in st.session_state["batch_concurrency"] if n in choices]
 with st.expander(t("common.settings"), expanded=True):
-    levels = sorted(st.multiselect(t("batch.levels"), choices, key="batch_concurrency"))
+    levels = sorted(st.multiselect(t("batch.levels"), choices, placeholder=t("common.choose"), key="batch_concurrency"))
     output_tokens = st.select_slider(t("batch.output_tokens"), [32, 64, 128, 256], key="batch_output_tokens")
     prompt_tokens = st.select_slider(t("batch.prompt_tokens"), [200, 400, 600, 1000], key="batch_prompt_tokens")
 

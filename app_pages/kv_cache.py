@@ -10,9 +10,7 @@ from core.charts.kv_cache import memory_chart, step_chart, total_chart
 from core.experiments import EXPERIMENTS
 from core.experiments import kv_cache as ex
 from ui.roofline import backend_prediction, local_backend
-from ui.runs import explain, run_controls, show_run
-from ui.runs.contract import ExperimentPlan, Records
-from ui.runs.history import measured
+from ui.runs import ExperimentPlan, Records, explain, measured, run_controls, show_run
 from ui.text import Texts, texts
 
 
@@ -39,7 +37,8 @@ def draw(runs: Sequence[RunView[ex.KvStep]], t: Texts, key: str) -> None:
     same, cached, recomputed, ratio, memory = st.columns(5)
     if found is not None:
         same.metric(t("kv_cache.metric_same"), t("kv_cache.same_yes", n=found.steps + 1) if found.same_answer
-                    else t("kv_cache.same_no", step=found.first_difference))
+                    else t("kv_cache.same_no", step=found.first_difference),
+                    help=t("kv_cache.same_help", n=found.steps + 1) if found.same_answer else None)
         cached.metric(t("kv_cache.metric_cached"), f"{found.cached_total_ms / 1000:,.2f} s")
         recomputed.metric(t("kv_cache.metric_recomputed"), f"{found.recomputed_total_ms / 1000:,.2f} s")
         ratio.metric(t("kv_cache.metric_ratio"), f"{found.ratio:,.1f}x")

@@ -26,6 +26,7 @@ from core.conclusions import MachineState, conclusion_of, paragraph
 from core.experiments import EXPERIMENTS
 from core.export import Record
 from core.roofline.report import si
+from core.secrets import scrubbed
 from core.store.dates import run_date
 from core.store.db import SavedRun
 from core.store.machine import machine_name
@@ -55,7 +56,8 @@ def _vendored_js() -> str:
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """Text for the page, escaped, with any key it carries masked (a URL's password, a provider's echo)."""
+    return html.escape(scrubbed("" if value is None else str(value)))
 
 
 SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
@@ -66,7 +68,7 @@ def _script_json(value: Any) -> str:
     """JSON safe inside a <script> element: no ``<`` at all, so neither ``</script>`` nor ``<!--<script>`` (which
     puts the HTML parser in a state where ``</script>`` no longer ends the element: every chart blanked) can
     occur; the same strings once parsed."""
-    return json.dumps(value, ensure_ascii=False).translate(SCRIPT_SAFE)
+    return scrubbed(json.dumps(value, ensure_ascii=False)).translate(SCRIPT_SAFE)
 
 
 def _embedded(chart: alt.TopLevelMixin) -> dict[str, Any]:
@@ -113,6 +115,16 @@ def _pairs(data: Mapping[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+def _busy(t: Words, saved: SavedRun) -> str:
+    """The run's busy note, as the page says it: the meter's figures kept with the run."""
+    state = saved.state
+    if not (state.busy and state.server_share is not None and state.others_s is not None):
+        return ""
+    load = "-" if state.load is None else f"{state.load:.1f}"
+    note = t("report.machine_busy", share=100 * state.server_share, others=state.others_s, load=load)
+    return f"<p class='not'>{_e(note)}</p>"
+
+
 def _concluded(saved: SavedRun, records: Sequence[Record], t: Words) -> str:
     """One run's conclusion (the one kept with it, else computed from its records and state), as the pages say it."""
     state, stored = saved.machine.get("state"), saved.summary.get("conclusion")
@@ -157,7 +169,7 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
         for saved, records in group:
             parts.append(f"<h3>{_e(saved.label)}</h3>")
             parts.append(f"<h4>{_e(t('report.records'))}</h4>{_records_table(records)}")
-            parts.append(f"<h4>{_e(t('report.machine'))}</h4>{_pairs(saved.machine)}")
+            parts.append(f"<h4>{_e(t('report.machine'))}</h4>{_busy(t, saved)}{_pairs(saved.machine)}")
             parts.append(f"<h4>{_e(t('report.settings'))}</h4>{_pairs(saved.settings)}")
     parts.append(f"<h2>{_e(t('report.sources'))}</h2><p>{_e(t('report.sources_intro'))}</p><dl>")
     parts += [f"<dt>{_e(c)}</dt><dd>{_e(t(f'table.{c}'))}</dd>" for c in EXPLAINED]

@@ -96,7 +96,8 @@ st.caption(t("arrivals.arrivals_note"))
 choices = RATES if local_backend() else API_RATES
 st.session_state["arrivals_rates"] = [r for r in st.session_state["arrivals_rates"] if r in choices]
 with st.expander(t("common.settings"), expanded=True):
-    rates = sorted(st.multiselect(t("arrivals.rates"), choices, key="arrivals_rates", help=t("arrivals.rates_help")))
+    rates = sorted(st.multiselect(t("arrivals.rates"), choices, key="arrivals_rates", help=t("arrivals.rates_help"),
+                                  placeholder=t("common.choose")))
     left, middle, right = st.columns(3)
     duration = left.select_slider(t("arrivals.duration_s"), [5.0, 10.0, 20.0, 30.0, 60.0], key="arrivals_duration_s")
     prompt_tokens = middle.select_slider(t("arrivals.prompt_tokens"), [50, 100, 200, 400], key="arrivals_prompt_tokens")

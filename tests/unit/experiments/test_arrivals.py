@@ -23,9 +23,10 @@ from tests.support.fake_slot import OneSlotServer
 
 # Two thread wake-ups stand between the schedule's arithmetic and the client's reading (the server's next handler,
 # the client's reader), in one process: a bare wake-up's p99 was 11 ms at load 20 on the 2 cores (BENCHMARKS 25);
-# with three more busy loops on them a run's median error reached 11 ms and one request in 90 was 80 ms off. So:
-# the median within 20 ms and 85 % of the requests (16 of 18) within 50 ms, against queues that reach 200-500 ms.
-MEDIAN_TOLERANCE_MS, TOLERANCE_MS = 20.0, 50.0
+# with three more busy loops on them a run's median error reached 11 ms, and one run had three requests in a row
+# 96-134 ms off (one stall of a thread). So: the median within 20 ms and 85 % of the requests (16 of 18) within
+# 150 ms, against queues that reach 200-500 ms.
+MEDIAN_TOLERANCE_MS, TOLERANCE_MS = 20.0, 150.0
 
 
 def tagged(n: int, prefix: str = "req") -> list[ChatRequest]:
@@ -107,8 +108,8 @@ def test_a_slowed_client_is_counted_as_client_delay_not_server_time():
         records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
         served = server.served
     for i, record in enumerate(records):
-        assert record.client_ms is not None and 150 <= record.client_ms < 150 + 2 * TOLERANCE_MS
-        assert record.queue_ms is not None and record.queue_ms < TOLERANCE_MS  # the slot was free
+        assert record.client_ms is not None and 150 <= record.client_ms < 150 + TOLERANCE_MS
+        assert record.queue_ms is not None and record.queue_ms < MEDIAN_TOLERANCE_MS * 2  # the slot was free
         assert record.ttft_ms is not None and record.ttft_ms >= 150 + 30
         assert (served[f"req {i}"][0] - sent[i].due) * 1000 >= 150  # the server saw it late, as the client sent it
         parts_add_up(record)
@@ -199,10 +200,13 @@ def test_on_the_embedded_server_the_queue_takes_over_past_capacity(local):
     backend = local.backend
     run = RunContext(local)
     run.warm_up()
-    probe = backend.stream_chat(ChatRequest([{"role": "user", "content": "probe\nSay hello."}], max_tokens=8,
-                                            ignore_eos=True, extra={"cache_prompt": False}))
-    assert probe.server_prefill_ms is not None and probe.server_decode_ms is not None, probe.error
-    service = (probe.server_prefill_ms + probe.server_decode_ms) / 1000
+    times = []
+    for i in range(3):  # the median of three: one send on a busy machine can take twice another's time
+        probe = backend.stream_chat(ChatRequest([{"role": "user", "content": f"probe {i}\nSay hello."}], max_tokens=8,
+                                                ignore_eos=True, extra={"cache_prompt": False}))
+        assert probe.server_prefill_ms is not None and probe.server_decode_ms is not None, probe.error
+        times.append((probe.server_prefill_ms + probe.server_decode_ms) / 1000)
+    service = median(times)
 
     def level(spacing: float, n: int, prefix: str) -> ar.ArrivalLevel:
         offsets = [i * spacing * service for i in range(n)]

@@ -73,7 +73,7 @@ OPTIONS = (Option("--prompt-tokens", "experiment 6: prompt tokens before the ans
            Option("--steps", "experiment 6: decode steps N written both ways", int))
 PREDICTION_SPREAD = 2.0  # a measured slowdown within [P / 2, 2 P] agrees with the prediction P
 SLOWER = 10.0  # "the N at which the recomputed way passed the cached one by 10x"
-MIN_RISE = 1.3  # the recomputed way's last-quarter median step over its first-quarter one: above 10-20 % noise
+MIN_RISE = 1.5  # the recomputed way's last-quarter median step over its first-quarter one: well above 10-20 % noise
 CONTENTION = 3.0  # a cached step over this many times the cached median: another program had the cores
 CONTENDED_SHARE = 0.05  # this share of the cached steps so hit (at least 2) disturbs the run
 # The chapter (seeds, local_cache.py): Qwen3.5-2B Q4_K_M with a context of about 51,000 tokens, "keep about

@@ -160,7 +160,8 @@ def test_contended_cached_steps_disturb_the_run_instead_of_missing_the_predictio
     assert (values["low"], values["high"]) == (min(r.step_ms for r in hit), max(r.step_ms for r in hit))
     assert found.claims[0].key == "steps_rose"  # the parabola is still said, with its numbers
     claims = {c.key: c.values for c in found.claims}
-    assert claims["ways_predicted"]["cached"] == 23.0 and claims["ways_predicted"]["cached_predicted"] == pytest.approx(13.4)
+    predicted = claims["ways_predicted"]
+    assert predicted["cached"] == 23.0 and predicted["cached_predicted"] == pytest.approx(13.4)
     text = sentences(found)["en"]
     assert text.startswith("Disturbed:") and "32 of the 128 steps with the cache took over 3x" in text
 

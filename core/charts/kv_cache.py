@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from core.charts.base import RunView
-from core.charts.palette import DECODE, PREFILL
+from core.charts.palette import DECODE, PREFILL, SERIES
 from core.experiments import kv_cache as kv
 from core.words import Words
 
@@ -54,7 +54,16 @@ def step_chart(records: Sequence[kv.KvStep], t: Words) -> alt.LayerChart | None:
         tooltip=["way", "kind", "step", "context", "computed_tokens", alt.Tooltip("step_ms:Q", format=",.1f")])
     measured = base.transform_filter(alt.datum.kind == "measured").mark_line(point=True)
     predicted = base.transform_filter(alt.datum.kind == "predicted").mark_line(strokeDash=[4, 3], opacity=0.6)
-    return alt.LayerChart(layer=[predicted, measured], title=t("kv_cache.chart_step"), height=300)
+    layers = [predicted, measured]
+    found = kv.summarize(records)
+    if found is not None and found.contended:  # circled: the steps the conclusion counts as contention
+        limit = kv.CONTENTION * found.cached_median
+        hit = df[(df["kind"] == "measured") & (df["way"] == names[kv.CACHED]) & (df["step"] > 0)
+                 & (df["step_ms"] > limit)]
+        layers.append(alt.Chart(hit).mark_point(size=160, stroke=SERIES[3], strokeWidth=2).encode(
+            x="context:Q", y="step_ms:Q", tooltip=[alt.Tooltip("step_ms:Q", format=",.1f", title=t(
+                "kv_cache.contended", times=kv.CONTENTION, median=found.cached_median))]))
+    return alt.LayerChart(layer=layers, title=t("kv_cache.chart_step"), height=300)
 
 
 def total_chart(records: Sequence[kv.KvStep], t: Words) -> alt.LayerChart | None:

@@ -39,10 +39,10 @@ def test_a_streamed_completion_gives_each_token_with_its_running_timings(local):
     assert [c["timings"]["predicted_n"] for c in chunks] == [1, 2, 3, 4, 5]
     times = [c["timings"]["predicted_ms"] for c in chunks]
     assert times == sorted(times)
-    assert chunks[0]["tokens"] == backend.completion(prompt, 1)["tokens"]  # the same greedy answer both ways
     slots = backend.slots()
     assert slots is not None and len(slots) == 1 and backend.busy_slots() == 0
     assert backend.slot_figures() == (len(prompt) + 4, 4096)  # the last token's keys and values not yet computed
+    assert chunks[0]["tokens"] == backend.completion(prompt, 1)["tokens"]  # the same greedy answer both ways
 
 
 class RawCompletion(BaseHTTPRequestHandler):

@@ -8,7 +8,8 @@ first-quarter one (goal: at least 1.5x, the parabola standing above one prefill'
 slowdown against the predicted one (goal: within `PREDICTION_SPREAD`), the cached steps' median and contended steps,
 and the run's conclusion (`kv_cache.conclude`). The load average is recorded before and after each repeat: the
 machine is shared. Each run is written as an export, bench/results/kv_cache_r{i}.json (one of them is the page's
-recorded sample). ``KV_REPEATS`` sets the number of repeats (5)."""
+recorded sample). ``KV_REPEATS`` sets the number of repeats (5); ``KV_READ=1`` reads the exports back instead
+of running (a benchmark cut short on a busy machine is summed up from what it wrote)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ from typing import Any
 
 from bench.common import RESULTS, finish
 from core.backends.connect import Connection, Target, open_connection
-from core.conclusions import MachineState
 from core.engine.probe import measure_speed
 from core.engine.server import LocalServer
 from core.experiments import kv_cache as kv
 from core.experiments.base import RunContext, exported_settings
-from core.export import to_json
+from core.export import from_json, to_json
 
 RISE_GOAL = 1.5
 
@@ -39,12 +39,18 @@ def repeat(conn: Connection, url: str, i: int) -> dict[str, Any]:
     wall = time.perf_counter() - start
     after = os.getloadavg()[0]
     out = {**conn.describe(), **exported_settings(settings), "load_average": round(load, 1),
+           "load_after": round(after, 1), "wall_s": round(wall, 1),
            "recorded_with": f"python -m bench kv_cache (repeat {i}) at the defaults, rates from the engine probe just "
                             f"before; load average {load:.1f} before, {after:.1f} after (a shared 2-core machine)"}
     (RESULTS / f"kv_cache_r{i}.json").write_text(to_json(out, {kv.EXPERIMENT.records: records}))
+    return row_of(i, out, records)
+
+
+def row_of(i: int, settings: dict[str, Any], records: list[kv.KvStep]) -> dict[str, Any]:
+    """One repeat's figures from its export (so that a cut-short benchmark is read back the same way)."""
     found = kv.summarize(records)
     assert found is not None and found.prediction is not None, [r.error for r in records if r.error]
-    conclusion = kv.conclude(records, MachineState())
+    conclusion = kv.conclude(records, None)
     first, last = found.quarters
     return {"repeat": i, "rise": round(found.rise, 2), "first_quarter_ms": round(first, 1),
             "last_quarter_ms": round(last, 1), "measured": round(found.ratio, 2),
@@ -52,20 +58,38 @@ def repeat(conn: Connection, url: str, i: int) -> dict[str, Any]:
             "predicted_rise": round(found.prediction.rise, 2), "same_answer": found.same_answer,
             "cached_median_ms": round(found.cached_median, 1), "contended": len(found.contended),
             "status": conclusion.status, "decided_by": conclusion.decided_by.key if conclusion.decided_by else None,
-            "probe": probe, "wall_s": round(wall, 1), "load_before": round(load, 2), "load_after": round(after, 2)}
+            "prefill_tps": settings["prefill_tps"], "decode_tps": settings["decode_tps"],
+            "wall_s": settings.get("wall_s"), "load_before": settings["load_average"],
+            "load_after": settings.get("load_after")}
 
 
-def main() -> dict[str, Any]:
+def runs() -> list[dict[str, Any]]:
+    """Run the repeats (``KV_REPEATS``, 5), or with ``KV_READ=1`` read back the exports already written."""
+    if os.environ.get("KV_READ"):
+        paths = sorted(RESULTS.glob("kv_cache_r*.json"))
+        return [row_of(i, *from_json(path.read_text(), kv.EXPERIMENT.records, kv.KvStep))
+                for i, path in enumerate(paths, 1)]
     rows = []
     with LocalServer(context=4096) as server, open_connection(Target("local", server.url)) as conn:
         for i in range(1, int(os.environ.get("KV_REPEATS", "5")) + 1):
-            row = repeat(conn, server.url, i)
-            rows.append(row)
-            print(f"repeat {i}: rise {row['rise']:.2f}x ({row['first_quarter_ms']:.0f} -> {row['last_quarter_ms']:.0f} "
-                  f"ms), measured {row['measured']:.1f}x, predicted {row['predicted']:.1f}x "
-                  f"({'agrees' if row['agrees'] else 'OUTSIDE'}), cached median {row['cached_median_ms']:.1f} ms, "
-                  f"{row['contended']} contended, {row['status']} ({row['decided_by']}), {row['wall_s']:.0f} s, "
-                  f"load {row['load_before']:.1f} -> {row['load_after']:.1f}", flush=True)
+            rows.append(repeat(conn, server.url, i))
+            print(line_of(rows[-1]), flush=True)
+    return rows
+
+
+def line_of(row: dict[str, Any]) -> str:
+    return (f"repeat {row['repeat']}: rise {row['rise']:.2f}x ({row['first_quarter_ms']:.0f} -> "
+            f"{row['last_quarter_ms']:.0f} ms), measured {row['measured']:.1f}x, predicted {row['predicted']:.1f}x "
+            f"({'agrees' if row['agrees'] else 'OUTSIDE'}), cached median {row['cached_median_ms']:.1f} ms, "
+            f"{row['contended']} contended, {row['status']} ({row['decided_by']}), {row['wall_s']} s, "
+            f"load {row['load_before']} -> {row['load_after']}")
+
+
+def main() -> dict[str, Any]:
+    rows = runs()
+    if os.environ.get("KV_READ"):
+        for row in rows:
+            print(line_of(row))
     risen = sum(r["rise"] >= RISE_GOAL for r in rows)
     agreed = sum(r["agrees"] for r in rows)
     key = {"rise": [r["rise"] for r in rows], "measured_over_predicted": [round(r["measured"] / r["predicted"], 2)

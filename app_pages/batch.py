@@ -13,7 +13,7 @@ from core.engine.server import DEFAULT_CONTEXT, EngineError
 from core.experiments import EXPERIMENTS
 from core.experiments import batch as bt
 from core.experiments.prices import PRICE_LISTS
-from ui.roofline import batch_verdict_note, show_prediction
+from ui.roofline import batch_bound_note, roof_prediction, show_prediction
 from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
 from ui.runs.history import measured
 from ui.session import BACKEND_KEY, hosted
@@ -49,11 +49,8 @@ def check(allowed: bt.Settings, conn: Connection) -> None:
         raise ValueError(t("batch.capped", slots=bt.server_slots(conn.backend), skipped=skipped))
 
 
-def level_table(rows: Sequence[bt.BatchLevel]) -> pd.DataFrame:
-    return pd.DataFrame.from_records([{k: v for k, v in r.to_dict().items() if k != "streams"} for r in rows])
-
-
-LEVELS = Records(table=level_table, name=lambda level: f"N = {level.concurrency}", step="batch.level_of",
+LEVELS = Records(table=lambda rows: pd.DataFrame(bt.TABLE.rows(rows)), name=lambda level: f"N = {level.concurrency}",
+                 step="batch.level_of",
                  done="batch.done", stopped="batch.stopped", failed="batch.failed")
 
 
@@ -84,12 +81,7 @@ def draw(runs: Sequence[RunView[bt.BatchLevel]], t: Texts, key: str) -> None:
         if level.errors:
             st.warning(t("batch.failed_level", n=level.concurrency, errors=level.errors, total=len(level.streams),
                          error=level.error))
-    shown, values = bt.batch_verdict(rows)
-    showable, note = batch_verdict_note(t, values.get("decode_gain"), shown)
-    shown, verdict = bt.verdict_text(rows, t)
-    if shown is False and not (showable and not note):  # "run again" only without a prediction; with one,
-        verdict = t("batch.not_shown_here", **values)  # the note says what this machine allows
-    explain(t, "batch", shown, f"{verdict} {note}".strip() if shown is not None else verdict)
+    explain(t, "batch", runs[0], notes=[batch_bound_note(t, summary.decode_gain if summary else None)])
 
 
 def price_lens(t: Texts) -> None:
@@ -110,6 +102,8 @@ def price_lens(t: Texts) -> None:
     if batch and batch.decode_cost_alone and batch.decode_cost_batched:
         right.markdown(t.rich("batch.price_measured", alone=batch.decode_cost_alone, batched=batch.decode_cost_batched,
                               n=batch.last.concurrency), unsafe_allow_html=True)
+    elif (predicted := roof_prediction()) is not None:  # the roofs' figure until a run measures one
+        right.info(t("batch.price_predicted", ratio=predicted.ratio))
     else:
         right.info(t("batch.price_missing"))
 

@@ -87,7 +87,7 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     ttft, ttft_slot = cache_ttft_chart(runs, t), st.empty()
     if ttft is not None:
         ttft_slot.altair_chart(ttft, width="stretch", key=f"cache-ttft-{key}")
-    explain(t, "cache", *ex.verdict_text(rows, t))
+    explain(t, "cache", runs[0])
 
 
 settings = replace(settings, fitted=fitted)

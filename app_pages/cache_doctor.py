@@ -13,6 +13,7 @@ from core.experiments.base import Plan, RunContext, Source
 from core.records import RoundResult
 from ui.doctor.findings import analysed, read_inputs, show_analysis
 from ui.doctor.fix import proven_fix_section
+from ui.doctor.samples import CHOSEN_KEY, sample_inputs
 from ui.runs import ExperimentPlan, run_controls, show_run
 from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
 from ui.session import BACKEND_KEY, hosted
@@ -46,6 +47,10 @@ log_format = st.selectbox(t("doctor_input.format_select"), formats, key="doctor_
 inputs = [(f.name, f.getvalue()) for f in files or []]
 if not inputs and pasted.strip():
     inputs = [("pasted.jsonl", pasted.encode())]
+if inputs:
+    st.session_state.pop(CHOSEN_KEY, None)  # the visitor's own input replaces a sample
+else:
+    inputs = sample_inputs(t)
 if not inputs:
     st.info(t("doctor.empty"))
     st.stop()

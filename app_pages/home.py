@@ -2,12 +2,12 @@
 
 import streamlit as st
 
-from core.experiments import batch
-from core.experiments.batch import BatchLevel, batch_verdict
+from core.conclusions import conclusion_of, paragraph
+from core.experiments import EXPERIMENTS
 from ui.home import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
-from ui.roofline import backend_prediction
+from ui.roofline import roof_prediction
 from ui.roofline.measure import measure_machine_button
-from ui.runs.history import measured, rows_of
+from ui.runs.history import measured, newest
 from ui.text import language, texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run
@@ -20,30 +20,16 @@ st.markdown(t.rich("home.intro"), unsafe_allow_html=True)
 st.subheader(t("home.your_numbers"))
 measure_machine_button(t)
 quotes = []
-prediction = backend_prediction()
-if prediction is not None:
-    quotes.append(t.rich("home.machine_quote", ratio=prediction.ratio, gain=prediction.gain_bound,
-                         can=t("home.can_batch" if prediction.can_show_batching else "home.cannot_batch")))
+predicted = roof_prediction()  # the roofs' own figures: a measured ratio is quoted as measured, below
+if predicted is not None:
+    quotes.append(t.rich("home.machine_quote", ratio=predicted.ratio, gain=predicted.gain_bound,
+                         can=t("home.can_batch" if predicted.can_show_batching else "home.cannot_batch")))
 if m.ratio:
     quotes.append(t.rich("home.ratio_quote", prefill=m.prefill_tps, decode=m.decode_tps, ratio=m.ratio))
-else:
-    if m.prefill_tps:
-        quotes.append(t.rich("home.prefill_quote", prefill=m.prefill_tps))
-    if m.decode_tps:
-        quotes.append(t.rich("home.decode_quote", decode=m.decode_tps, ms=m.ms_per_output_token))
-append, others = m.cache.get("append_only"), [s for n, s in m.cache.items() if n != "append_only"]
-if append and others and append.recomputed_after_first is not None and others[0].recomputed_after_first is not None:
-    quotes.append(
-        t.rich(
-            "home.cache_quote",
-            append=append.recomputed_after_first,
-            breaker=others[0].recomputed_after_first,
-            other=t(f"strategy.{others[0].strategy}"),
-        )
-    )
-batch_shown, batch_values = batch_verdict(rows_of(batch.ID, BatchLevel))
-if batch_shown is not None:  # experiment 4 quoted only as far as it showed batching (its own verdict)
-    quotes.append(t.rich("batch.home_quote" if batch_shown else "batch.home_quote_short", **batch_values))
+for spec in EXPERIMENTS.values():  # each experiment's newest run, in its own conclusion's words
+    if (view := newest(spec.id)) is not None:
+        said = paragraph(conclusion_of(spec, view.rows, view.state, view.conclusion), t)
+        quotes.append(f"**{t(f'{spec.id}.title')}** · {said}")
 st.markdown("\n\n".join(quotes) if quotes else t("home.no_numbers"), unsafe_allow_html=True)
 
 st.subheader(t("home.timeline_title"))
@@ -63,7 +49,25 @@ def draw_prefix_diagram() -> None:
     st.caption(t("home.cache_caption"))
 
 
-FIGURES = {"prefix_diagram": draw_prefix_diagram}  # a section's `figure` in content/*.toml names one of these
+def decode_here() -> None:
+    """The decode section's sentence about this machine: the roofs' prediction and the measured ratio, each named."""
+    said = [t.rich("home.decode_here_predicted", ratio=predicted.ratio)] if predicted else []
+    said += [t.rich("home.decode_here_measured", ratio=m.ratio)] if m.ratio else []
+    st.markdown(" ".join(said) or t("home.here_unknown"), unsafe_allow_html=True)
+
+
+def cost_here() -> None:
+    """The price section's sentence about this machine: experiment 4's measured costs, else the roofs' ratio."""
+    if m.batch and m.batch.decode_cost_alone and m.batch.decode_cost_batched:
+        text = t.rich("home.cost_here_measured", alone=m.batch.decode_cost_alone, batched=m.batch.decode_cost_batched,
+                      n=m.batch.last.concurrency)
+    else:
+        text = t.rich("home.cost_here_predicted", ratio=predicted.ratio) if predicted else t("home.here_unknown")
+    st.markdown(text, unsafe_allow_html=True)
+
+
+# a section's `figure` in content/*.toml names one of these
+FIGURES = {"prefix_diagram": draw_prefix_diagram, "decode_here": decode_here, "cost_here": cost_here}
 
 for section in t.raw("home.sections"):
     st.subheader(section["heading"])

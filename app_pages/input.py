@@ -31,19 +31,13 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     )
     per_1k = summary.ms_per_1k()
     b.metric(t("input.metric_per_1k"), f"{per_1k:,.0f} ms" if per_1k else "–")
-    fit = summary.ttft_fit
-    if fit is None:
-        c.metric(t("input.metric_intercept"), "–")
-    else:  # a negative intercept means time grows faster than linearly (attention over long prompts)
-        c.metric(
-            t("input.metric_intercept"),
-            f"{max(fit.intercept, 0):,.0f} ms",
-            help=t("input.intercept_help", intercept=fit.intercept, r2=fit.r2),
-        )
+    fit = summary.ttft_fit  # below zero it is said as what it is: time growing faster than a line, not a cost
+    c.metric(t("input.metric_intercept"), f"{fit.intercept:,.0f} ms" if fit else "–",
+             help=t("input.intercept_help", intercept=fit.intercept, r2=fit.r2) if fit else None)
     chart, slot = input_chart(runs, t), st.empty()
     if chart is not None:
         slot.altair_chart(chart, width="stretch", key=f"input-chart-{key}")
-    explain(t, "input", *ex.verdict_text(rows, t))
+    explain(t, "input", runs[0])
 
 
 plan = ExperimentPlan.of(EXPERIMENTS[ex.ID], ex.Settings(tuple(sorted(sizes)), int(repeats)))

@@ -7,7 +7,6 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.charts.kv_cache import memory_chart, step_chart, total_chart
-from core.conclusions import render
 from core.experiments import EXPERIMENTS
 from core.experiments import kv_cache as ex
 from ui.roofline import backend_prediction, local_backend
@@ -63,8 +62,7 @@ def draw(runs: Sequence[RunView[ex.KvStep]], t: Texts, key: str) -> None:
             for way in ex.WAYS:
                 st.markdown(f"**{t(f'kv_cache.way_{way}')}**")
                 st.code("".join(r.piece for r in ex.measured(rows, way)), language=None, wrap_lines=True)
-    conclusion = ex.conclude(rows, None)  # the run's machine state joins it where the run carries one
-    explain(t, "kv_cache", conclusion.shown, " ".join(render(conclusion, t)))
+    explain(t, "kv_cache", runs[0])
 
 
 def draw_memory(rows: Sequence[ex.KvStep], found: ex.KvSummary | None, t: Texts, key: str) -> None:

@@ -40,10 +40,8 @@ def draw(runs: Sequence[RunView[RoundResult]], t: Texts, key: str) -> None:
     if charts is not None:
         left.altair_chart(charts[0], width="stretch", key=f"output-total-{key}")
         right.altair_chart(charts[1], width="stretch", key=f"output-per-token-{key}")
-    shown, verdict = ex.verdict_text(rows, t)
-    if ratio:
-        verdict += " " + t("output.ratio_note", ratio=ratio) + " " + ratio_verdict(t, ratio)
-    explain(t, "output", shown, verdict)
+    notes = [t("output.ratio_note", ratio=ratio, prefill=prefill_tps), ratio_verdict(t, ratio)] if ratio else []
+    explain(t, "output", runs[0], notes=notes)
 
 
 show_prediction(t, ex.ID)

@@ -26,13 +26,7 @@ from ui.roofline import (
 from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
 from ui.text import Texts, texts
 
-
-def record_table(rows: Sequence[rf.RooflineRecord]) -> pd.DataFrame:
-    return pd.DataFrame.from_records([{"kind": r.kind, "value": si(r.value, r.unit.removesuffix("/s") + "/s"),
-                                       "how": r.how, "error": r.error} for r in rows])
-
-
-RECORDS = Records(table=record_table, name=lambda r: r.kind)
+RECORDS = Records(table=lambda rows: pd.DataFrame(rf.TABLE.rows(rows)), name=lambda r: r.kind, empty="common.no_run")
 
 
 def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
@@ -44,7 +38,7 @@ def draw(runs: Sequence[RunView], t: Texts, key: str) -> None:
         value = found.get(kind)
         cell.metric(t(f"roofline.metric_{kind}"), (si(value, unit) if unit != "tokens/s" else f"{value:,.1f} {unit}")
                     if value else "–")
-    explain(t, "roofline", *rf.verdict_text(runs[0].rows, t))
+    explain(t, "roofline", runs[0])
 
 
 t = texts()

@@ -15,9 +15,9 @@ sentences for one run, in the issue that asked for this).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from core.words import Words
 
@@ -122,13 +122,58 @@ def key_of(conclusion: Conclusion, finding: Finding) -> str:
     return f"{conclusion.experiment}.conclusion.{finding.key}"
 
 
+WORD = "_word"  # a value named ``<name>_word`` is a content key, quoted as ``{<name>}`` in the reader's language
+
+
+def _values(values: Mapping[str, Value], words: Words) -> dict[str, Value]:
+    """A finding's values as its sentence quotes them: ``other_word="strategy.timestamp_first"`` becomes
+    ``other`` in the reader's words (a strategy's name), every other value as it is."""
+    return {name.removesuffix(WORD): words(str(value)) if name.endswith(WORD) else value
+            for name, value in values.items()}
+
+
 def render(conclusion: Conclusion, words: Words) -> list[str]:
     """The conclusion's sentences in ``words``' language: the status's heading sentence first
     (``<experiment>.conclusion.<status>``, which may quote the deciding values), then every finding."""
-    values = dict(conclusion.decided_by.values) if conclusion.decided_by else {}
+    values = _values(conclusion.decided_by.values, words) if conclusion.decided_by else {}
     head = words(f"{conclusion.experiment}.conclusion.{conclusion.status}", **values)
-    return [head, *(words(key_of(conclusion, f), **f.values) for f in conclusion.findings())]
+    return [head, *(words(key_of(conclusion, f), **_values(f.values, words)) for f in conclusion.findings())]
 
 
-__all__ = ["DISTURBED", "NOT_SHOWN", "NO_DATA", "SHOWN", "STATUSES", "Conclusion", "Finding", "MachineState", "key_of",
-           "render"]
+class Concludes(Protocol):
+    """What `conclusion_of` needs of an experiment (`core.experiments.base.Experiment`)."""
+
+    @property
+    def conclude(self) -> Callable[[Sequence[Any], MachineState | None], Conclusion]: ...
+
+
+def conclusion_of(spec: Concludes, records: Sequence[Any], state: MachineState | None,
+                  stored: Conclusion | Mapping[str, Any] | None) -> Conclusion:
+    """A run's conclusion: the one stored with it where it has one (``SavedRun.summary["conclusion"]`` as
+    `Conclusion.to_dict` wrote it, or the run's own), what it concluded as it ended on the machine state of then;
+    else computed now from its records and state. Every consumer (page, home page, report, CLI) asks here, so a run
+    reads the same wherever it is shown."""
+    if isinstance(stored, Conclusion):
+        return stored
+    if isinstance(stored, Mapping) and stored.get("status") in STATUSES:
+        return Conclusion.from_dict(stored)
+    return spec.conclude(records, state)
+
+
+def paragraph(conclusion: Conclusion, words: Words) -> str:
+    """`render`'s sentences as one paragraph, as the page, the report and the CLI print it."""
+    return " ".join(line for line in render(conclusion, words) if line)
+
+
+def disturbed(state: MachineState | None) -> Finding | None:
+    """The meter's verdict as a finding: ``busy`` with the server's share of the CPU time and the other programs'
+    CPU seconds, ``busy_unmeasured`` where it read no figures (none is made up); None where it was not busy."""
+    if state is None or not state.busy:
+        return None
+    if state.server_share is None or state.others_s is None:
+        return Finding("busy_unmeasured")
+    return Finding("busy", {"share": 100 * state.server_share, "others": state.others_s})
+
+
+__all__ = ["DISTURBED", "NOT_SHOWN", "NO_DATA", "SHOWN", "STATUSES", "Concludes", "Conclusion", "Finding",
+           "MachineState", "conclusion_of", "disturbed", "key_of", "paragraph", "render"]

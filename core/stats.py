@@ -90,3 +90,16 @@ def nearest_rank(values: Sequence[float], percent: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
+
+
+def spike(values: Sequence[float], factor: float) -> tuple[int, float] | None:
+    """The index of the value furthest above the median and its multiple of the median, where that multiple is at
+    least ``factor``: a step that waited on something else (another program took the CPU), not on its own work.
+    None with fewer than three values (no median to stand out from) or none that far above it."""
+    if len(values) < 3:
+        return None
+    middle = statistics.median(values)
+    worst = max(range(len(values)), key=lambda i: values[i])
+    if middle <= 0 or values[worst] < factor * middle:
+        return None
+    return worst, values[worst] / middle

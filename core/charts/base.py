@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Generic, NamedTuple, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import altair as alt
 import pandas as pd
 
 from core.charts.palette import SERIES
+from core.conclusions import Conclusion, MachineState
 from core.records import RoundResult
 from core.stats import nearest_rank
 
@@ -16,10 +17,13 @@ R = TypeVar("R")
 
 
 class RunView(NamedTuple, Generic[R]):
-    """One run as a chart draws it: its label and its records (rounds, or an experiment's own)."""
+    """One run as a chart draws it: its label and its records (rounds, or an experiment's own); for the page's
+    conclusion also the machine's state during it and the conclusion kept with it (`core.conclusions.conclusion_of`)."""
 
     label: str
     rows: Sequence[R]
+    state: MachineState | None = None
+    conclusion: Conclusion | Mapping[str, Any] | None = None
 
 
 Runs = Sequence[RunView[RoundResult]]

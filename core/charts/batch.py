@@ -12,16 +12,17 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
+from core.charts.base import RunView
 from core.charts.palette import DECODE, PREFILL, SERIES
 from core.experiments.batch import BatchLevel
 from core.words import Words
 
-LevelRuns = Sequence[tuple[str, Sequence[BatchLevel]]]
+LevelRuns = Sequence[RunView[BatchLevel]]
 
 
 def _frame(runs: LevelRuns) -> pd.DataFrame:
-    records = [{**{k: v for k, v in level.to_dict().items() if k != "streams"}, "run": label}
-               for label, levels in runs for level in levels
+    records = [{**{k: v for k, v in level.to_dict().items() if k != "streams"}, "run": run.label}
+               for run in runs for level in run.rows
                if level.aggregate_decode_tps or level.aggregate_prefill_tps]
     return pd.DataFrame.from_records(records)
 
@@ -33,7 +34,7 @@ def _x(t: Words, df: pd.DataFrame) -> alt.X:
 
 
 def _run_dash(runs: LevelRuns) -> alt.StrokeDash | alt.UndefinedType:
-    labels = [label for label, _ in runs]
+    labels = [run.label for run in runs]
     return alt.StrokeDash("run:N", title=None, scale=alt.Scale(domain=labels),
                           legend=alt.Legend(orient="bottom")) if len(labels) > 1 else alt.Undefined
 

@@ -3,7 +3,9 @@
 ``python -m core doctor FILE...``: each JSON/JSONL log is read line by line in whatever format it
 holds (Chat Completions, OpenAI Responses, Anthropic Messages, Gemini, or a request/response
 wrapper such as ``python -m core capture`` writes); several plain text files are one prompt per
-round. Without ``--backend`` the analysis is static (a stable serialization, token estimates);
+round; a trace exported by an observability tool (OTLP, the OpenTelemetry SDK's span JSON, Langfuse,
+LangSmith: the ``files`` help lists every layout) is read one round per LLM call. Without ``--backend``
+the analysis is static (a stable serialization, token estimates);
 with a llama-server it uses its chat template and exact counts, and ``--replay`` measures.
 ``--fail-on-break`` exits 1 when a round breaks the cache for a cause not listed with ``--allow``, and
 when a line could not be read (it may be the very round that breaks the cache: an agent killed
@@ -37,7 +39,7 @@ Result = tuple[str, doctor.Transcript, doctor.Analysis, list[Any]]  # a file's n
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", type=Path, help="JSONL/JSON request logs, or one text file per round")
+    parser.add_argument("files", nargs="+", type=Path, help=f"what to read: {doctor.READ_FORMATS}")
     servers = [name for name, spec in BACKENDS.items() if spec.is_llama_server]
     add_target_arguments(parser, servers, None, context=False)
     parser.add_argument("--replay", action="store_true", help="also send the rounds and report what was recomputed")
@@ -74,7 +76,7 @@ def _inputs(files: list[Path], fmt: str | None = None) -> list[tuple[str, doctor
 def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
     measured = any(f.measured_cached_tokens is not None for f in analysis.findings)
     print(f"{'round':>5} {'breaks':>6} {'cause':>22} {'msg':>4} {'field':>10} {'diff@':>7} {'prefix':>7} "
-          f"{'prompt':>7} {'recomp':>7} {'append':>7}" + ("  measured/predicted cached" if measured else "")
+          f"{'prompt':>7} {'recomp':>7} {'append':>7}" + ("  cached: measured/simulated" if measured else "")
           + ("  replay: recomputed/reused" if replayed else ""))
     for index, f in enumerate(analysis.findings):
         line = (f"{f.round:>5} {'YES' if f.breaks_cache else '-':>6} {f.cause:>22} "
@@ -92,8 +94,10 @@ def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
 def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, provider: str | None) -> None:
     first = analysis.first_break
     if first:
+        char = first.field_char if first.field_char is not None else first.first_diff_char
+        change = f": {first.parameter} {first.old_value} -> {first.new_value}" if first.parameter else ""
         print(f"The cache first breaks in round {first.round}: {first.cause} in {doctor.where(first)} ({first.field}) "
-              f"at character {first.first_diff_char}.")
+              f"at character {char} of it{change}.")
     elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
         print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
               "on the server and cannot be checked.")
@@ -124,7 +128,13 @@ def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, pro
 CONTINUATION = {doctor.NEW_CONVERSATION: "start another conversation (each keeps its own cache; only what they "
                                           "share at the start can be read from the cache)",
                 doctor.FORMAT_CHANGED: "switch to another API format (two formats never share a cache)",
-                doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)"}
+                doctor.NOT_COMPARED: "were not compared (the input does not hold their whole prompt)",
+                doctor.EARLIER: "extend an earlier round, not the one just before (another agent's request, or a "
+                                "round not held whole, came between)",
+                doctor.LAST_MESSAGE_REPLACED: "rebuild the last message of the same conversation (a step that "
+                                              "rewrites it; only that message is recomputed)",
+                doctor.END_OF_PROMPT: "replace or edit the last message of the round before, at its end (only that "
+                                      "message is recomputed)"}
 
 
 def _no_break(analysis: doctor.Analysis) -> str:
@@ -175,9 +185,12 @@ def _print_provider_view(analysis: doctor.Analysis) -> None:
         if f.unexplained:
             gap = f" ({f.gap_seconds:,.0f} s after the previous round; lifetime {f.lifetime_seconds} s)" \
                 if f.gap_seconds is not None and f.lifetime_seconds is not None else ""
+            side = (f" On {f.provider}'s side, not in the prompt: it kept its first {f.common_prefix_tokens:,} tokens "
+                    f"from round {f.compared_with} and met the {f.minimum_tokens or 0:,}-token minimum; nothing in "
+                    "the prompt to change.") if f.provider_side else ""
             print(f"round {f.round}: the prefix was intact, yet {f.provider} read {f.measured_cached_tokens:,} of "
                   f"{f.predicted_cached_tokens:,} predicted{gap}. What could explain it: "
-                  + "; ".join(UNEXPLAINED[r] for r in f.unexplained) + ".")
+                  + "; ".join(UNEXPLAINED[r] for r in f.unexplained) + "." + side)
         if f.provider_reason is not None:
             missed = f", {f.provider_missed_tokens:,} tokens missed" if f.provider_missed_tokens is not None else ""
             doctor_says = f.cause if f.breaks_cache else "no break"

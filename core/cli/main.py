@@ -40,6 +40,7 @@ from core.cli import roofline as roofline_cli
 from core.cli import runs as runs_cli
 from core.cli.outputs import check_outputs
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
+from core.conclusions import conclusion_of, paragraph
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
 from core.experiments.base import RunContext, Source, Table, exported_settings
@@ -47,6 +48,7 @@ from core.export import Record, to_csv, to_json
 from core.runs.recording import recorded
 from core.runs.runner import DONE, FAILED, STOPPED
 from core.store import RunStore
+from core.words import ContentWords
 
 # Each subcommand module has `add_arguments(parser)` and `run(args) -> int`; its docstring's first line is its help.
 SUBCOMMANDS: dict[str, ModuleType] = {"doctor": doctor_cli, "capture": capture_cli, "engine": engine_cli,
@@ -154,11 +156,12 @@ def unsaved(store: RunStore | None) -> bool:
 
 def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
             records: dict[str, list[Record]]) -> None:
-    """Each experiment's summary lines, over every record of the run (experiment 2 relates 1's too); --json, --csv."""
-    everything = [record for kind in records.values() for record in kind]
+    """Each experiment's conclusion over its own records, in the content's words: what its page and the report say
+    of the same run; --json, --csv."""
+    words = ContentWords("en")
     for spec in specs:
-        for text in spec.cli_lines(everything):
-            print(text)
+        print(words(f"{spec.id}.title"))
+        print(paragraph(conclusion_of(spec, spec.own(records.get(spec.records, [])), None, None), words))
     if args.json:
         args.json.write_text(to_json(settings, records))
     if args.csv:

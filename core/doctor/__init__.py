@@ -1,7 +1,9 @@
 """Cache doctor: find what breaks the prefix cache in the prompts an agent really sent.
 
 Organised by stage: `inputs` and `formats` read logs in every format agents write (Chat Completions,
-OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s;
+OpenAI Responses, Anthropic Messages, Gemini, request/response wrappers) into `model.Round`s, and traces
+as the tools export them (`spans` for the layouts, `traces` and `exports` for the conventions, `jsontext` for
+JSON held in strings, `calls` for one round per call);
 `render` turns each round into the text its provider caches, in the provider's order; `analysis`
 compares consecutive rounds and `causes` says why they differ; `rules` (data in ``rules.toml``)
 bills what each provider would cache; `diagnostics` reads the provider's own verdict off a response;
@@ -9,13 +11,14 @@ bills what each provider would cache; `diagnostics` reads the provider's own ver
 is compared for one input, for the page and the CLI alike. With a llama-server, `template` renders
 every round with the server's chat template and names the turn a template rewrote although the body
 kept its prefix; `fix` rewrites the rounds for the causes that can be fixed mechanically and replays
-before and after (the proof).
+before and after (the proof). `samples` holds the real recordings the page offers with one click.
 """
 
 from core.doctor.analysis import (
     AGREE,
     BEFORE_LOG,
     BELOW_MINIMUM,
+    EARLIER,
     END_TOLERANCE_TOKENS,
     EXTENDS,
     GAP_OVER_LIFETIME,
@@ -41,6 +44,7 @@ from core.doctor.causes import (
     HISTORY_TRUNCATED,
     IMAGE_REENCODED,
     JSON_KEY_ORDER,
+    LAST_MESSAGE_REPLACED,
     MODEL_CHANGED,
     NEW_CONVERSATION,
     NONE,
@@ -82,13 +86,15 @@ from core.doctor.inputs import (
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, TEXT, Round, Transcript, TranscriptError
 from core.doctor.replay import REPLAY_ANSWER_TOKENS, replay, replay_request, simulate
 from core.doctor.rules import BILLING_RULES, BillingRule, billing, rule_for
+from core.doctor.samples import READ_FORMATS, SAMPLES, Sample
 
 __all__ = [
-    "EXTENDS", "HISTORY_COMPACTED", "NOT_COMPARED", "VARYING_PREFIX", "where",
+    "EARLIER", "EXTENDS", "HISTORY_COMPACTED", "NOT_COMPARED", "VARYING_PREFIX", "where",
     "BEFORE_LOG", "BELOW_MINIMUM", "FORMATS", "FORMAT_CHANGED", "GAP_OVER_LIFETIME", "NEW_CONVERSATION",
+    "LAST_MESSAGE_REPLACED",
     "NOT_PROMISED", "ROUTING_CHANGED", "THINKING_DROPPED_BY_PROVIDER", "UNSEEN_TOKENS",
     "COMPARE", "OWN", "SIMULATE", "SIMULATED_STRATEGIES", "SINGLE_ROUND", "UNREAD", "Comparison", "comparison",
-    "looks_like_log", "read_path",
+    "looks_like_log", "read_path", "READ_FORMATS", "SAMPLES", "Sample",
     "AGREE", "ANTHROPIC", "BILLING_RULES", "CAUSES", "CHAT", "END_OF_PROMPT", "END_TOLERANCE_TOKENS", "GEMINI",
     "HISTORY_EDITED", "HISTORY_TRUNCATED", "IMAGE_REENCODED", "JSON_KEY_ORDER", "MAX_DOCTOR_BYTES", "MODEL_CHANGED",
     "NONE", "OTHER", "PARAMS_CHANGED", "PROVIDER_HIT_MORE", "PROVIDER_MISSED", "RANDOM_ID", "REPLAY_ANSWER_TOKENS",

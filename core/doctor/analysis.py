@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import html
+import json
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ GAP_OVER_LIFETIME, BELOW_MINIMUM, ROUTING_CHANGED, NOT_PROMISED = (
 
 
 EXTENDS = (causes.NONE, causes.END_OF_PROMPT, causes.THINKING_DROPPED_BY_PROVIDER)
+EARLIER = "earlier"  # a round that extends an earlier round than the one before (interleaved agents)
 HEAD_PARTS = {"model": "the model", "params": "the request parameters", "tools": "the tool list"}
 
 
@@ -86,6 +88,10 @@ class RoundFinding:
     new_value: str | None = None  # ... and in this one, where the two first differ
     shareable_tokens: int | None = None  # varying_prefix: tokens both share after the value (cached if it moved)
     not_compared: str | None = None  # why this round gets no verdict (a trace that does not hold the whole prompt)
+    field_char: int | None = None  # where the first difference is within the named message's field (or the tools)
+    minimum_tokens: int | None = None  # the provider's minimum for this model, where a measured count was judged
+    provider_side: bool = False  # prefix kept, minimum met, still missed, nothing in the payload: the provider's side
+    parameter: str | None = None  # params_changed: the parameter (dotted, thinking.budget_tokens); old/new_value
     old_snippet: str = ""
     new_snippet: str = ""
 
@@ -114,12 +120,17 @@ class Analysis:
 
     def continuations(self) -> dict[str, int]:
         """From round 2 on, how each round that does not break the cache relates to the one it continues: it
-        extends it (``none``: also a change at the very end only, or reasoning its provider drops itself), or
-        its cause (another conversation, a change of format, history on the server, not compared)."""
+        extends the round before (``none``: also reasoning its provider drops itself), extends an earlier round
+        (`EARLIER`), replaces or edits the last message (``end_of_prompt``), or its cause (another conversation,
+        a change of format, history on the server, not compared)."""
         counts: dict[str, int] = {}
         for f in self.findings[1:]:
             if not f.breaks_cache:
                 key = "none" if f.cause in EXTENDS else f.cause
+                if f.cause == causes.END_OF_PROMPT:
+                    key = causes.END_OF_PROMPT  # it replaced (or edited) the last message: said so
+                elif key == "none" and f.compared_with is not None and f.compared_with != f.round - 1:
+                    key = EARLIER
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
@@ -237,9 +248,7 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
         analysis.parents.append(parent)
         if parent is not None:
             finding = _against(finding, findings[parent], rendered[parent], current, cur_round, counter, compared)
-            if varying is not None:
-                finding.old_value, finding.new_value = varying[0], varying[1]
-                finding.shareable_tokens = counter.count(varying[2])
+            _name_change(finding, transcript.rounds[parent], cur_round, varying, counter)
         findings.append(finding)
         finding.compared_with = parent + 1 if parent is not None else None
         rule = rule_for(cur_round)
@@ -267,12 +276,12 @@ def analyse(transcript: Transcript, counter: TokenCounter | None = None, backend
 
 def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counter: TokenCounter
                ) -> tuple[int, tuple[int, bool, str, Any], tuple[str, str, str] | None]:
-    """The earlier round that round ``index`` continues (the one before, else `_parent` where that one breaks),
-    what `_compare` found against it, and for another conversation built from the same prompt, the value that
-    changes early in it (`_varying_prefix`); another agent's or task's round is `NEW_CONVERSATION`."""
-    parent, current, cur_round = index - 1, rendered[index], rounds[index]
+    """The earlier round that round ``index`` continues (the last whole one before, else `_parent` where that one
+    breaks), what `_compare` found against it, and for another conversation built from the same prompt, the value
+    that changes early in it (`_varying_prefix`); another agent's or task's round is `NEW_CONVERSATION`."""
+    parent, current, cur_round = _whole_before(rounds, index) or 0, rendered[index], rounds[index]
     common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
-    better = _parent(rendered, index) if breaks else parent  # searched only where the round before breaks
+    better = _parent(rendered, index, rounds) if breaks else parent  # searched only where the round before breaks
     if better != parent:
         parent = better
         common, breaks, cause, span = _compare(rendered[parent], current, rounds[parent], cur_round, counter)
@@ -282,16 +291,25 @@ def _continues(rounds: list[Round], rendered: list[Rendered], index: int, counte
         varying = _varying_prefix(prev_round, cur_round, previous, current, span)
         if varying is None and _unrelated(prev_round, cur_round, previous, current, span):
             breaks, cause = False, causes.NEW_CONVERSATION
+        elif varying is None and cause in (causes.HISTORY_EDITED, causes.OTHER) \
+                and rewrites_last(prev_round, cur_round, span.message_index if span is not None else None):
+            breaks, cause = False, causes.LAST_MESSAGE_REPLACED
         elif varying is not None and cause not in (causes.TIMESTAMP, causes.RANDOM_ID):
             cause = causes.VARYING_PREFIX
     return parent, (common, breaks, cause, span), varying
 
 
+def _whole_before(rounds: list[Round], index: int) -> int | None:
+    """The latest round before ``index`` (within `PARENT_LOOKBACK`) that the input holds whole."""
+    return next((j for j in range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1) if not rounds[j].gap), None)
+
+
 def _gap(rounds: list[Round], index: int) -> str | None:
-    """Why round ``index`` cannot be compared: what its input lacks, or what the round before it lacks."""
+    """Why round ``index`` cannot be compared: what its input lacks, or, when no round before it is whole, what
+    the round before it lacks (a round after a cut one is compared with the last whole round instead)."""
     if rounds[index].gap:
         return rounds[index].gap
-    if index and rounds[index - 1].gap:
+    if index and _whole_before(rounds, index) is None:
         return f"the round before it is not whole ({rounds[index - 1].gap})"
     return None
 
@@ -311,6 +329,8 @@ def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, curr
     last = cur_round.messages[-1].text() if cur_round.messages else ""
     append_only = max(tokens - parent.prompt_tokens, counter.count(last))
     diff = common if span is not None else None
+    start = _block_start(current, span) if span is not None else None
+    start = start if start is not None or span is None else _block_start(previous, span)
     return dataclasses.replace(
         alone, breaks_cache=breaks, cause=cause, message_index=span.message_index if span else None,
         field=span.field if span else None, first_diff_char=diff, common_prefix_chars=common,
@@ -318,8 +338,46 @@ def _against(alone: RoundFinding, parent: RoundFinding, previous: Rendered, curr
         append_only_recomputed_tokens=min(append_only, tokens),
         cacheable_fraction=round(common_tokens / tokens, 4) if tokens else 0.0,
         lost_tokens=max(parent.prompt_tokens - common_tokens, 0),
+        field_char=diff - start if diff is not None and start is not None and start <= diff else diff,
         old_snippet=snippet(previous.text, diff) if diff is not None else "",
         new_snippet=snippet(current.text, diff) if diff is not None else "")
+
+
+def _block_start(rendered: Rendered, span: Span) -> int | None:
+    """Where the named part starts: a message's block (its content, a tool call), or the whole tool list, the
+    parameters, the model."""
+    if span.message_index is None:
+        return next((s.start for s in rendered.spans if s.message_index is None and s.field == span.field), None)
+    return next((s.start for s in rendered.spans
+                 if (s.message_index, s.field, s.block) == (span.message_index, span.field, span.block)), None)
+
+
+def _flat(value: Any, name: str = "") -> dict[str, Any]:
+    """Nested parameters as dotted names (``thinking.budget_tokens``)."""
+    if isinstance(value, dict):
+        return {key: v for k, item in value.items() for key, v in _flat(item, f"{name}.{k}" if name else k).items()}
+    return {name: value}
+
+
+def changed_parameter(before: dict[str, Any], after: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first cache-keyed parameter whose value differs, with both values (None where a round has none)."""
+    old, new = _flat(before), _flat(after)
+    name = next((k for k in [*old, *(k for k in new if k not in old)] if old.get(k) != new.get(k)), None)
+    return None if name is None else (name, old.get(name), new.get(name))
+
+
+def _name_change(finding: RoundFinding, prev_round: Round, cur_round: Round, varying: tuple[str, str, str] | None,
+                 counter: TokenCounter) -> None:
+    """What the finding names of its change: a varying value early in another conversation, the parameter that
+    changed (and both values)."""
+    if varying is not None:
+        finding.old_value, finding.new_value = varying[0], varying[1]
+        finding.shareable_tokens = counter.count(varying[2])
+    if finding.cause == causes.PARAMS_CHANGED:
+        change = changed_parameter(prev_round.keyed, cur_round.keyed)
+        if change is not None:
+            finding.parameter = change[0]
+            finding.old_value, finding.new_value = (json.dumps(v, ensure_ascii=False) for v in change[1:])
 
 
 def mark_rewrites(analysis: Analysis, result: template.TemplateCheck) -> None:
@@ -341,12 +399,12 @@ def mark_rewrites(analysis: Analysis, result: template.TemplateCheck) -> None:
     analysis.notes += [row.error for row in result.rounds if row.error]
 
 
-def _parent(rendered: list[Rendered], index: int) -> int:
+def _parent(rendered: list[Rendered], index: int, rounds: list[Round]) -> int:
     """Among the last `PARENT_LOOKBACK` rounds before round ``index`` (from 1), the one sharing the longest
     prefix with it (the latest of equals): a log of several agents interleaves their conversations, and a
     provider keeps each one's cache, so the round before in the log is not always the one that matters."""
     current = rendered[index].text
-    candidates = range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1)
+    candidates = [j for j in range(index - 1, max(-1, index - 1 - PARENT_LOOKBACK), -1) if not rounds[j].gap]
     return max(candidates, key=lambda j: (causes.common_prefix_length(rendered[j].text, current), j))
 
 
@@ -414,11 +472,21 @@ def _unrelated(parent: Round, current: Round, old: Rendered, new: Rendered, span
     if at is not None and at > first:
         return False
     if at == first:
-        return True
+        return not rewrites_last(parent, current, at)
     head_old, head_new = _head(old, parent), _head(new, current)
     start = causes.common_prefix_length(head_old, head_new)
     end = causes.common_prefix_length(head_old[start:][::-1], head_new[start:][::-1])
     return start + end < 0.5 * min(len(head_old), len(head_new))
+
+
+def rewrites_last(parent: Round, current: Round, at: int | None) -> bool:
+    """A step that rewrites the last message of the same conversation (a ReAct agent's scratchpad grown in its
+    one user message): the first difference is in the earlier round's last message, and the two share at least
+    half of that message from its start. Not another conversation: the same one, its last message replaced."""
+    if at is None or at != len(parent.messages) - 1 or at >= len(current.messages):
+        return False
+    old, new = parent.messages[at].text(), current.messages[at].text()
+    return bool(old) and causes.common_prefix_length(old, new) >= 0.5 * len(old)
 
 
 def _retention(previous: Round, ttl: str) -> str | None:
@@ -455,6 +523,9 @@ def _judge(finding: RoundFinding, round_: Round, rule: BillingRule, analysis: An
         parent = analysis.parents[index]
         finding.unexplained = _unexplained(finding, round_, analysis.rounds[parent] if parent is not None else None,
                                            rule, reported)
+        finding.minimum_tokens = rule.minimum_for(round_.model)
+        finding.provider_side = bool(finding.unexplained) and set(finding.unexplained) <= {GAP_OVER_LIFETIME,
+                                                                                            NOT_PROMISED}
 
 
 def _unexplained(finding: RoundFinding, round_: Round, previous: Round | None, rule: BillingRule,

@@ -26,6 +26,7 @@ SERVER_HISTORY = "server_history"
 TEMPLATE_REWROTE = "template_rewrote"  # found by `core.doctor.template` on a llama-server, not from the body
 END_OF_PROMPT = "end_of_prompt"
 NEW_CONVERSATION = "new_conversation"  # another agent's or task's request: its own cache, not a break
+LAST_MESSAGE_REPLACED = "last_message_replaced"  # a step that rebuilds the conversation's last message: not a break
 VARYING_PREFIX = "varying_prefix"  # another conversation from the same prompt, lost early to a value that changes
 HISTORY_COMPACTED = "history_compacted"  # the history replaced by a summary (a compaction item), on purpose
 FORMAT_CHANGED = "format_changed"  # the log switches format between two rounds: a mix, not a cache break

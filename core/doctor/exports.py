@@ -1,17 +1,19 @@
 """Observability tools' own exports as rounds: Langfuse's generations and LangSmith's LLM runs, read beside the
 OTLP traces of `traces` (one registry, `FAMILIES`; the doctor's input reader calls `read_text` and never asks which).
 
-- **Langfuse**: a trace as the UI's *Download JSON* writes it (``{"trace": ..., "observations": [...]}``), a list of
-  observations (the table export as JSON or JSONL), or an API page (``{"data": [...]}``). Each ``GENERATION`` is one
-  round. Its ``input`` is whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool
-  definitions Langfuse appends as ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry
-  instrumentations), Responses items (OpenAI Agents, with ``modelParameters.instructions``). Anything else (text
-  flattened to "role: content" lines, an SDK object's repr) is named and gets no verdict. A generation Langfuse
-  took in over OpenTelemetry keeps the span's attributes in ``metadata.attributes``: where they hold the whole
-  prompt they are read as `traces` reads a span (tool definitions, a conversation id included), else the input
-  is. ``usageDetails``: Langfuse
-  counts ``input`` without the cached and cache-written tokens (their own ``input_*`` keys), so the prompt is
-  their sum.
+- **Langfuse**: a trace as the UI's *Download JSON* writes it (``{"trace": ..., "observations": [...]}``), the public
+  API's trace with its observations embedded (or a page of them), a list of observations (the table export as JSON
+  or JSONL), or an observations page (``{"data": [...]}``). Each ``GENERATION`` is one round; Langfuse stores
+  ``input``, ``metadata`` and ``modelParameters`` as JSON strings, decoded by `jsontext` first. Its ``input`` is
+  whatever the integration recorded: chat messages (OpenAI, LangChain, whose tool definitions Langfuse appends as
+  ``role: tool`` messages), GenAI semconv messages of ``parts`` (OpenTelemetry instrumentations), Responses items
+  (OpenAI Agents, with ``modelParameters.instructions``), a Gemini request. Anything else (text, an SDK object's
+  repr) is named and gets no verdict. A generation Langfuse took in over OpenTelemetry keeps the span's attributes
+  in ``metadata.attributes``: where they hold the prompt (with the messages Langfuse moved to ``input``) they are
+  read as `traces` reads a span (tool definitions, a conversation id included), else the input is.
+  ``usageDetails``: Langfuse counts ``input`` without the cached and cache-written tokens (their own ``input_*``
+  keys), so the prompt is their sum. Generations nested in one another are one call (`calls`); those with no
+  input (lifecycle records) are left out, and said.
 - **LangSmith**: runs as ``Client.list_runs`` returns them (a JSON list, ``{"runs": [...]}``, or one per line). Each
   ``run_type: llm`` run is one round: ``inputs.messages`` (chat dicts, or LangChain's serialized messages),
   ``extra.invocation_params`` (model, tools), usage from ``outputs`` (``usage_metadata`` with
@@ -24,13 +26,13 @@ Conversations: Langfuse's session, else the trace; LangSmith's thread (``thread_
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from core.backends.usage import count
-from core.doctor import traces
+from core.doctor import calls, jsontext, spans, traces
 from core.doctor.formats import read_body
 from core.doctor.model import Measured, Round, Transcript
 
@@ -39,6 +41,7 @@ LANGFUSE_CACHED = ("input_cache_read", "input_cached_tokens", "cache_read_input_
 LANGCHAIN_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool", "function": "function",
                    "HumanMessage": "user", "AIMessage": "assistant", "SystemMessage": "system",
                    "ToolMessage": "tool", "AIMessageChunk": "assistant", "FunctionMessage": "function"}
+NO_INPUT = "the export records no input for this call"
 THREAD_KEYS = ("thread_id", "session_id", "conversation_id")  # LangSmith's documented thread metadata keys
 
 
@@ -51,6 +54,12 @@ class Record:
     trace: str
     start: datetime | None
     data: Mapping[str, Any]
+    key: str = ""  # the record's own id, and the id of the record it sits in (`calls.one_per_call`)
+    parent: str | None = None
+
+
+def _optional(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -68,6 +77,7 @@ class Call:
     parameters: Mapping[str, Any]
     measured: Measured | None
     span: Mapping[str, Any] | None = None  # the OpenTelemetry span's attributes, where the record keeps them
+    problem: str | None = None  # a field that should hold JSON and does not (`jsontext`), in words
 
 
 def _when(value: Any) -> datetime | None:
@@ -111,18 +121,42 @@ def _definition(message: Any) -> bool:
             and content.get("type") == "function" and "function" in content)
 
 
+def _gemini(model: Any, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A Gemini request as an SDK recorded it: Google's GenAI SDK (and ADK) keep the system instruction and the
+    tools in ``config``."""
+    config = _map(body.get("config"))
+    lifted = {"systemInstruction": config.get("system_instruction") or config.get("systemInstruction"),
+              "tools": config.get("tools")}
+    return {"model": model, **{k: v for k, v in lifted.items() if v}, **body}
+
+
+def _not_messages(messages: Any) -> str:
+    """Why an input is not a list of messages, saying what it is."""
+    if isinstance(messages, str):
+        return (f"the input is text ({len(messages):,} characters, it starts {messages[:32]!r}), not a list of "
+                "messages: nothing to compare")
+    if isinstance(messages, Mapping):
+        return (f"the input is a JSON object with {', '.join(map(str, list(messages)[:5]))}, not a list of "
+                "messages: this integration's shape is not read")
+    if isinstance(messages, list) and messages and isinstance(messages[0], str):
+        return (f"the input's messages are text ({messages[0][:32]!r}: an SDK object written as a string), not "
+                "JSON messages: nothing to compare")
+    return (f"the input is not a list of messages (a JSON {type(messages).__name__}): this integration's shape is "
+            "not read")
+
+
 def _body(model: Any, messages: Any, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A request body from a recorded input, in the format its messages show; `traces.Gap` where it holds none."""
+    if isinstance(messages, Mapping) and isinstance(messages.get("contents"), list):
+        return _gemini(model, messages)
     if isinstance(messages, Mapping) and isinstance(messages.get("messages"), list):
         messages = messages["messages"]
+    elif isinstance(messages, Mapping) and "role" in messages and "content" in messages:
+        messages = [messages]  # one message alone (the Claude Agent SDK's turn)
     if messages is None:
-        raise traces.Gap("the export records no input for this call")
-    if isinstance(messages, str):
-        raise traces.Gap(f"the input is text ({len(messages):,} characters, it starts {messages[:32]!r}), not "
-                         "messages: the integration flattened them")
+        raise traces.Gap(NO_INPUT)
     if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-        raise traces.Gap(f"the input is not a list of messages (a JSON {type(messages).__name__}): this "
-                         "integration's shape is not read")
+        raise traces.Gap(_not_messages(messages))
     if isinstance(parameters.get("instructions"), str) or any(
             m.get("type") in ("function_call", "function_call_output", "reasoning", "message") for m in messages):
         return {"model": model, "input": messages, **({"instructions": parameters["instructions"]}
@@ -141,21 +175,30 @@ def _record_round(call: Call) -> Round:
     kind = traces.family(call.span) if call.span else None
     if call.span and kind:  # an OpenTelemetry span kept whole: read as the OTLP reader reads it, else the input
         start = int(record.start.timestamp() * 1e9) if record.start else 0
-        spanned = traces.span_round(traces.Span(record.trace, "", start, "", dict(call.span), record.where), kind)
+        span = dict(call.span)
+        if kind == traces.GENAI and "gen_ai.input.messages" not in span and isinstance(call.messages, list) \
+                and any(isinstance(m, Mapping) and "parts" in m for m in call.messages):
+            span["gen_ai.input.messages"] = call.messages  # Langfuse moves them from the span to ``input``
+        spanned = traces.span_round(spans.Span(record.trace, "", start, "", span, record.where), kind)
         if spanned.gap is None:
             spanned.measured = call.measured or spanned.measured
             return spanned
     gap = None
     try:
+        if call.problem:
+            raise traces.Gap(call.problem)
         body = _body(model, call.messages, parameters)
-        if isinstance(parameters.get("tools"), list) and "tools" not in body and "messages" in body:
-            body["tools"] = parameters["tools"]
+        tools = parameters.get("tools") if isinstance(parameters.get("tools"), list) else traces.span_tools(
+            call.span or {})
+        if tools and "tools" not in body and "messages" in body:
+            body["tools"] = tools
         round_ = read_body(body, record.where)
         traces.check_round(round_)
     except (traces.Gap, ValueError) as exc:
         gap = str(exc).removeprefix(f"{record.where}: ")
         round_ = traces.gap_round(model, record.where)
     round_.time, round_.gap = record.start, gap
+    traces.history_elsewhere(round_)
     round_.endpoint = traces.span_endpoint(call.span or {})
     round_.measured = None if gap else call.measured
     return round_
@@ -164,12 +207,29 @@ def _record_round(call: Call) -> Round:
 # --- Langfuse -----------------------------------------------------------------------------------------------
 
 
+def _embedded(trace: Mapping[str, Any], observations: list[Any]) -> list[Mapping[str, Any]]:
+    session = trace.get("sessionId")
+    return [{**o, "sessionId": o.get("sessionId") or session} for o in observations if isinstance(o, Mapping)]
+
+
+def _api_traces(document: Any) -> list[Mapping[str, Any]] | None:
+    """The public API's traces (``GET /api/public/traces/{id}``, or a page of them): each trace with its
+    observations embedded as objects."""
+    items = document.get("data") if isinstance(document, Mapping) and "data" in document else [document]
+    if not isinstance(items, list) or not items or not all(
+            isinstance(t, Mapping) and isinstance(t.get("observations"), list) and "id" in t
+            and all(isinstance(o, Mapping) for o in t["observations"]) for t in items):
+        return None
+    return [o for t in items for o in _embedded(t, t["observations"])]
+
+
 def _langfuse_observations(document: Any) -> list[Mapping[str, Any]] | None:
     if isinstance(document, Mapping):
         if isinstance(document.get("trace"), Mapping) and isinstance(document.get("observations"), list):
-            session = document["trace"].get("sessionId")
-            return [{**o, "sessionId": o.get("sessionId") or session} for o in document["observations"]
-                    if isinstance(o, Mapping)]
+            return _embedded(document["trace"], document["observations"])
+        embedded = _api_traces(document)
+        if embedded is not None:
+            return embedded
         document = document.get("data")
     if isinstance(document, list) and document and all(
             isinstance(o, Mapping) and "traceId" in o and "startTime" in o and "type" in o for o in document):
@@ -194,16 +254,31 @@ def _langfuse_usage(usage: Any) -> Measured | None:
     return Measured(uncached + sum(p for p in parts if p is not None), cached, cached_key or "")
 
 
+def _decoded(observation: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], list[str]]:
+    """An observation with the fields Langfuse stores as JSON strings decoded (`jsontext`), and a sentence for
+    each that should be JSON and is not (the field is then kept as text)."""
+    out, problems = dict(observation), []
+    for key in ("input", "metadata", "modelParameters"):
+        out[key], problem = jsontext.lenient(observation.get(key), f"{where}'s {key}")
+        problems += [problem] if problem else []
+    attributes, problem = jsontext.lenient(_map(out["metadata"]).get("attributes"), f"{where}'s metadata.attributes")
+    if isinstance(out["metadata"], Mapping) and attributes is not None:
+        out["metadata"] = {**out["metadata"], "attributes": attributes}
+    return out, problems + ([problem] if problem else [])
+
+
 def _langfuse_call(where: str, observation: Mapping[str, Any]) -> Call | None:
     if observation.get("type") != "GENERATION":
         return None
+    here = f"{where} generation {str(observation.get('id'))[:16]}"
+    observation, problems = _decoded(observation, here)
     trace = str(observation.get("traceId"))
     span = _map(_map(observation.get("metadata")).get("attributes"))  # what Langfuse kept of an OTel span
     session = observation.get("sessionId") or next((span[k] for k in traces.SESSION_KEYS if span.get(k)), None)
-    record = Record(f"{where} generation {str(observation.get('id'))[:16]}", str(session or trace), trace,
-                    _when(observation.get("startTime")), observation)
+    record = Record(here, str(session or trace), trace, _when(observation.get("startTime")), observation,
+                    str(observation.get("id") or ""), _optional(observation.get("parentObservationId")))
     return Call(record, observation.get("model"), observation.get("input"), _map(observation.get("modelParameters")),
-                _langfuse_usage(observation.get("usageDetails")), span or None)
+                _langfuse_usage(observation.get("usageDetails")), span or None, "; ".join(problems) or None)
 
 
 # --- LangSmith ----------------------------------------------------------------------------------------------
@@ -264,7 +339,8 @@ def _langsmith_call(where: str, run: Mapping[str, Any]) -> Call | None:
     metadata, parameters = _map(extra.get("metadata")), _map(extra.get("invocation_params"))
     trace = str(run.get("trace_id"))
     thread = next((str(metadata[k]) for k in THREAD_KEYS if metadata.get(k)), None)
-    record = Record(f"{where} run {str(run.get('id'))[:16]}", thread or trace, trace, _when(run.get("start_time")), run)
+    record = Record(f"{where} run {str(run.get('id'))[:16]}", thread or trace, trace, _when(run.get("start_time")), run,
+                    str(run.get("id") or ""), _optional(run.get("parent_run_id")))
     inputs = _map(run.get("inputs"))
     model = (parameters.get("model") or parameters.get("model_name") or inputs.get("model")
              or metadata.get("ls_model_name"))
@@ -291,26 +367,36 @@ FAMILIES = {LANGFUSE: Family(_langfuse_observations, _langfuse_call, "generation
 
 def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     """Every LLM call of one family's documents as a round, conversations in the order they began."""
-    family, found, others = FAMILIES[name], [], 0
+    family, found, others, lifecycle = FAMILIES[name], [], 0, 0
     for where, document in documents:
         for item in family.records(document) or []:
             call = family.call(where, item)
-            if call is None:
+            round_ = _record_round(call) if call is not None else None
+            if call is None or round_ is None:
                 others += 1
+            elif round_.gap == NO_INPUT:
+                lifecycle += 1
             else:
-                found.append((call.record, _record_round(call)))
-    unit = family.unit
+                found.append((call.record, round_))
+    unit, total = family.unit, len(found)
+    nodes, merged = calls.one_per_call([calls.Node(record.key, record.parent, round_) for record, round_ in found],
+                                       unit)
+    records = {id(record_round): record for record, record_round in found}
+    found = [(records[id(node.round)], node.round) for node in nodes]
     ordered = [r for _, r in traces.in_conversations(found, lambda f: f[0].conversation,
                                                        lambda f: f[0].start.timestamp() if f[0].start else 0.0)]
     conversations = {record.conversation for record, _ in found}
     trace_ids = {record.trace for record, _ in found}
     named = len(conversations - trace_ids)
-    notes = [f"read as a {name} export: {len(found)} {unit}, one round each, from {len(trace_ids)} traces"
+    counted = f"{total} {unit}" + ("" if total == len(ordered) else f" as {calls.count(len(ordered), 'call')}")
+    notes = [f"read as a {name} export: {counted}, one round each, from {len(trace_ids)} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other records"]
-    if ordered and not any(r.raw_tools for r in ordered):
-        notes.append(f"the {unit} record no tool definitions: a tool list that changed cannot be seen, only the "
-                     "messages are compared")
+    notes += merged
+    if lifecycle:
+        notes.append(f"{lifecycle} {unit} hold no input (records of a call's lifecycle, such as a stream's start, "
+                     "not a request): left out")
+    notes += traces.tool_notes(ordered, unit) + traces.history_notes(ordered)
     gaps = [r for r in ordered if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(ordered)} {unit} do not hold their whole prompt: those rounds get no "
@@ -318,33 +404,21 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     return Transcript(ordered, [], "trace", notes)
 
 
-def _documents(text: str, name: str) -> Iterator[tuple[str, Any]]:
-    try:
-        yield name, json.loads(text)
-        return
-    except (json.JSONDecodeError, RecursionError):
-        pass
-    for number, line in enumerate(text.split("\n"), start=1):
-        if line.strip():
-            try:
-                yield f"{name} line {number}", json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                raise traces.TraceError(f"{name} line {number}: not valid JSON") from None
-
-
 def read_text(text: str, name: str) -> Transcript | None:
-    """An OTLP trace (`traces.read_text`), a Langfuse or a LangSmith export, else None (a request log)."""
-    otlp = traces.read_text(text, name)
-    if otlp is not None or not text.lstrip().startswith(("{", "[")):
-        return otlp
-    try:
-        documents = list(_documents(text, name))
-    except traces.TraceError:
+    """Spans in any layout (`traces.read_found`), a Langfuse or a LangSmith export, else None (a request log).
+    The file is split into its JSON documents once (`spans.documents`), whichever reads it."""
+    if text.lstrip()[:1] not in ("{", "[") and not any(
+            line.lstrip()[:1] in ("{", "[") for line in text.split("\n", spans.BANNER_LINES + 1)[:spans.BANNER_LINES]):
         return None
+    found, problem = spans.documents(text, name)
+    read = traces.read_found(found, problem)
+    if read is not None or problem or not found or text.lstrip()[:1] not in ("{", "["):
+        return read
+    documents = found
     if len(documents) > 1:  # one record per line: the lines together are the export
         documents = [(name, [d for _, d in documents])] if all(isinstance(d, Mapping) for _, d in documents) \
             else documents
-    for name, family in FAMILIES.items():
+    for family_name, family in FAMILIES.items():
         if documents and all(family.records(d) is not None for _, d in documents):
-            return read_documents(name, documents)
+            return read_documents(family_name, documents)
     return None

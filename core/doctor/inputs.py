@@ -24,6 +24,7 @@ from core.doctor import exports, traces
 from core.doctor.diagnostics import provider_diagnosis
 from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
+from core.doctor.rules import served_by
 from core.documents import DocumentError, read_document
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
@@ -114,6 +115,7 @@ def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, lis
         if round_.measured is None and not problems and isinstance(wrapper.get("usage"), Mapping):
             round_.measured, problems = measured({"usage": wrapper["usage"]})
         round_.diagnosis = provider_diagnosis(response)
+        round_.served_by = served_by(response, wrapper.get("headers") or wrapper.get("response_headers"))
         round_.time = _time(wrapper)
     return round_, problems
 

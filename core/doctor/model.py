@@ -82,6 +82,7 @@ class Round:
     endpoint: str = ""  # the wrapper's URL or path, where the log has one (it names the provider)
     routing: dict[str, Any] = field(default_factory=dict)  # what routes a request to a cache: user, cache key
     diagnosis: ProviderDiagnosis | None = None  # the provider's own cache diagnostics, where the response has them
+    served_by: str | None = None  # the provider the response's own marks name (`rules.served_by`)
     gap: str | None = None  # what the input does not hold of this round (a trace's cut or redacted prompt): no verdict
 
     def tool_names(self) -> list[str]:

@@ -4,6 +4,7 @@ and what each would bill as cached for the rounds of an analysis."""
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ class BillingRule:
     max_breakpoints: int = 0
     lookback_blocks: int = 0
     hosts: tuple[str, ...] = ()
+    marks: tuple[str, ...] = ()  # keys only this provider writes in a response (usage, body, headers)
     models: tuple[str, ...] = ()
     lifetimes: dict[str, int] = field(default_factory=dict)  # seconds an unused prefix is kept, per option
     lifetime_source: str = ""
@@ -83,6 +85,7 @@ def load_rules(path: Path = RULES_FILE) -> dict[str, BillingRule]:
     rules = {}
     for item in data["rule"]:
         item = {**item, "formats": tuple(item.get("formats", ())), "hosts": tuple(item.get("hosts", ())),
+                "marks": tuple(item.get("marks", ())),
                 "models": tuple(item.get("models", ())), "minimum_by_model": dict(item.get("minimum_by_model", {})),
                 "lifetimes": dict(item.get("lifetimes", {})), "thinking": dict(item.get("thinking", {}))}
         rules[item["name"]] = BillingRule(**item)
@@ -98,15 +101,30 @@ def _host(endpoint: str) -> str:
     return urlsplit(endpoint).hostname or "" if "://" in endpoint else ""
 
 
+def served_by(response: Any, headers: Any = None) -> str | None:
+    """The provider whose own keys (`BillingRule.marks`) a response carries: in its body, its usage, or the
+    headers the log kept."""
+    if not isinstance(response, Mapping):
+        return None
+    body: Mapping[str, Any] = response["body"] if isinstance(response.get("body"), Mapping) else response
+    usage: Mapping[str, Any] = body["usage"] if isinstance(body.get("usage"), Mapping) else {}
+    headers = headers if isinstance(headers, Mapping) else response.get("headers")
+    named: Mapping[str, Any] = headers if isinstance(headers, Mapping) else {}
+    keys = {*body, *usage, *(str(k).lower() for k in named)}
+    return next((name for name, rule in BILLING_RULES.items() if keys & set(rule.marks)), None)
+
+
 def rule_for(round_: Round) -> BillingRule:
-    """The provider a round was most likely sent to: the host of its endpoint, else its model, else the usage
-    field it reported, else its format. A URL whose host no rule names is another OpenAI-compatible server,
-    whose minimum is unknown (not OpenAI's)."""
+    """The provider a round was most likely sent to: the host of its endpoint, else the marks its response
+    carries (`served_by`), else its model, else the usage field it reported, else its format. A URL whose host no
+    rule names is another OpenAI-compatible server, whose minimum is unknown (not OpenAI's)."""
     host = _host(round_.endpoint)
     if host:
         named = [r for r in BILLING_RULES.values() if any(host == h or host.endswith("." + h) for h in r.hosts)]
         if named:
             return named[0]
+    if round_.served_by in BILLING_RULES:  # the response's own marks (Groq's usage timings) name it
+        return BILLING_RULES[round_.served_by]
     model = (round_.model or "").lower().rsplit("/", 1)[-1]
     by_model = [r for r in BILLING_RULES.values() if any(model.startswith(m) for m in r.models)]
     if by_model and not host:

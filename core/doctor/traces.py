@@ -9,33 +9,41 @@ Each LLM span is one round, read from the attributes its instrumentation wrote:
 - OpenInference (Arize Phoenix, the openinference instrumentations): ``llm.input_messages.{i}.message.*``,
   ``llm.tools.{i}.tool.json_schema``, ``llm.invocation_parameters``, ``llm.token_count.prompt`` and
   ``llm.token_count.prompt_details.cache_read``.
+- The Vercel AI SDK (its ``doGenerate``/``doStream`` spans): ``ai.prompt.messages`` (messages of parts),
+  ``ai.prompt.tools``, ``ai.model.id``, ``ai.usage.inputTokens`` and ``ai.usage.cachedInputTokens``.
 
-The documents: OTLP JSON, as the collector's file exporter writes it (one ``resourceSpans`` export per line), as
-Jaeger's and Tempo's exports do (one document; Tempo's ``batches``). Rounds are grouped into
-conversations (session, else trace) and ordered in time within each. A round is rebuilt as a Chat Completions
-body and read by `formats.chat_round`, so the analysis, the CLI and the page treat it like a logged request.
+Content an instrumentation put on the span's events (GenAI attributes on an event, or one event per message) is
+read as if it were on the span.
+
+The documents: every layout `spans` reads (OTLP JSON, the SDK's span objects, concatenated, listed or one per
+line). Rounds are grouped into conversations (session, else trace) and ordered in time within each; LLM spans
+nested in one another are one call (`calls.one_per_call`). A round is rebuilt as a Chat Completions body and read
+by `formats.chat_round`, so the analysis, the CLI and the page treat it like a logged request.
 
 What a span does not hold is named per round and the round gets no verdict (`Round.gap`): content cut at an
-exporter's length limit, redacted or not captured, tool calls without the tool definitions, a provider-side
-tool whose results never reach the span.
+exporter's length limit, redacted or not captured, a provider-side tool whose results never reach the span. Tool
+calls without the tool definitions are compared on their messages, the notes saying where the tools were looked
+for (`TOOL_PLACES`).
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
-import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from core.backends.usage import count
+from core.doctor import jsontext, spans
+from core.doctor.calls import Node, one_per_call
+from core.doctor.calls import count as count_of
 from core.doctor.formats import chat_round
 from core.doctor.model import Block, Measured, Round, Transcript
+from core.doctor.spans import Span
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
+VERCEL = "Vercel AI SDK (ai.prompt.*)"
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
                 "traceloop.association.properties.session_id")
 REDACTED = ("__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]")
@@ -53,65 +61,9 @@ class TraceError(ValueError):
     """The document is a trace, but cannot be read; the message says why."""
 
 
-@dataclass
-class Span:
-    """One span, whatever the document: ids, start (ns since the epoch), name and flat attributes."""
-
-    trace_id: str
-    span_id: str
-    start_ns: int
-    name: str
-    attributes: dict[str, Any] = field(default_factory=dict)
-    where: str = ""
-
-
-def _hex(value: Any) -> str:
-    """An OTLP JSON id: hex as the spec writes it, or base64 as protobuf's own JSON mapping writes it."""
-    text = str(value or "")
-    if re.fullmatch(r"[0-9a-fA-F]*", text):
-        return text.lower()
-    try:
-        return base64.b64decode(text).hex()
-    except ValueError:
-        return text
-
-
-def _otlp_value(value: Any) -> Any:
-    """An OTLP ``AnyValue`` as Python: strings, ints (JSON writes 64-bit ints as strings), arrays, maps."""
-    if not isinstance(value, Mapping):
-        return value
-    for key in ("stringValue", "boolValue", "doubleValue"):
-        if key in value:
-            return value[key]
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "arrayValue" in value:
-        return [_otlp_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in value:
-        return {kv.get("key"): _otlp_value(kv.get("value")) for kv in (value["kvlistValue"] or {}).get("values", [])}
-    if "bytesValue" in value:
-        return value["bytesValue"]
-    return None
-
-
-def _otlp_spans(document: Mapping[str, Any], where: str) -> Iterator[Span]:
-    for batch in document.get("resourceSpans") or document.get("batches") or []:
-        resource = {a.get("key"): _otlp_value(a.get("value"))
-                    for a in (batch.get("resource") or {}).get("attributes", [])}
-        for scope in batch.get("scopeSpans") or batch.get("instrumentationLibrarySpans") or []:
-            for span in scope.get("spans") or []:
-                attributes = {**resource, **{a.get("key"): _otlp_value(a.get("value"))
-                                             for a in span.get("attributes") or []}}
-                span_id = _hex(span.get("spanId"))
-                yield Span(_hex(span.get("traceId")), span_id, int(span.get("startTimeUnixNano") or 0),
-                           str(span.get("name", "")), attributes, f"{where} span {span_id[:16]}")
-
-
 def is_trace(document: Any) -> bool:
-    """Whether a JSON document is a trace export this module reads (never a request body or log wrapper)."""
-    if not isinstance(document, Mapping):
-        return False
-    return isinstance(document.get("resourceSpans"), list) or isinstance(document.get("batches"), list)
+    """Whether a JSON document holds spans in a layout `spans` reads (never a request body or log wrapper)."""
+    return spans.layout(document) is not None
 
 
 def family(attributes: Mapping[str, Any]) -> str | None:
@@ -123,17 +75,17 @@ def family(attributes: Mapping[str, Any]) -> str | None:
         return GENAI
     if any(k.startswith("gen_ai.prompt.") for k in attributes):
         return OPENLLMETRY
+    if "ai.prompt.messages" in attributes:  # the AI SDK's doGenerate/doStream span: the model call itself
+        return VERCEL
     operation = attributes.get("gen_ai.operation.name")
     if operation in ("chat", "text_completion", "generate_content") or "gen_ai.request.model" in attributes:
         return GENAI  # an LLM span without its content: named, never compared
     return None
 
 
-@functools.lru_cache(maxsize=4096)
-def _loads(text: str) -> Any:
-    """JSON attributes repeat on every span of an agent (its tools, its parameters): parsed once. The rounds
-    share the parsed objects, which nothing changes."""
-    return json.loads(text)
+def _loads(text: str, what: str = "the attribute") -> Any:
+    """A JSON attribute (`jsontext.loads`: bounded, parsed once per distinct text, shared by the rounds)."""
+    return jsontext.loads(text, what)
 
 
 _TEXTS: dict[int, tuple[Any, str]] = {}
@@ -153,7 +105,7 @@ def _tool_text(tool: Any) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _genai_tools(text: str) -> list[Any] | None:
-    tools = _loads(text)
+    tools = _loads(text, "gen_ai.tool.definitions")
     return [_chat_tool(t) for t in tools] if isinstance(tools, list) else None
 
 
@@ -170,10 +122,9 @@ def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
     if not value.lstrip().startswith(("[", "{")):  # plain text where JSON was specified (LiteLLM's instructions)
         return value
     try:
-        return _loads(value)
-    except json.JSONDecodeError:
-        raise Gap(f"{key} is not whole JSON ({len(value):,} characters, it ends {value[-24:]!r}): the exporter cut it "
-                  "at its length limit") from None
+        return _loads(value, key)
+    except jsontext.NotJson as exc:
+        raise Gap(f"{exc}: cut at an exporter's length limit, or never whole") from None
 
 
 def _check_text(key: str, value: str) -> None:
@@ -269,11 +220,8 @@ def _openllmetry(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], l
     return messages, tools or None
 
 
-def _maybe_json(value: Any) -> Any:
-    try:
-        return _loads(value) if isinstance(value, str) else value
-    except json.JSONDecodeError:
-        return value
+def _maybe_json(value: Any, what: str = "the attribute") -> Any:
+    return jsontext.lenient(value, what)[0]
 
 
 def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
@@ -303,12 +251,91 @@ def _openinference(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]],
     return messages, tools or None
 
 
-READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference}
+def _vercel_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An AI SDK message (content a text, or parts: ``text``, ``tool-call``, ``tool-result``) as Chat Completions
+    messages: a tool message's results become one ``role: tool`` message each."""
+    role, content = message.get("role", "user"), message.get("content")
+    if not isinstance(content, list):
+        return [{"role": role, "content": _text("ai.prompt.messages", content if content is not None else "")}]
+    texts, calls, results = [], [], []
+    for part in content:
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            texts.append(_text("ai.prompt.messages", part.get("text", "")))
+        elif kind == "tool-call":
+            calls.append({"id": part.get("toolCallId"), "type": "function", "function": {
+                "name": part.get("toolName"), "arguments": json.dumps(part.get("input", part.get("args")),
+                                                                      ensure_ascii=False)}})
+        elif kind == "tool-result":
+            results.append({"role": "tool", "tool_call_id": part.get("toolCallId"),
+                            "content": json.dumps(part.get("output", part.get("result")), ensure_ascii=False)})
+        else:
+            texts.append(json.dumps(part, ensure_ascii=False, sort_keys=True))
+    out: dict[str, Any] = {"role": role, "content": "".join(texts)}
+    return results or [{**out, **({"tool_calls": calls} if calls else {})}]
+
+
+def _vercel(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
+    messages = _json(attributes, "ai.prompt.messages", [])
+    if not isinstance(messages, list):
+        raise Gap(f"ai.prompt.messages is a JSON {type(messages).__name__}, not a list of messages")
+    return [m for message in messages if isinstance(message, Mapping) for m in _vercel_message(message)], None
+
+
+READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference, VERCEL: _vercel}
+
+
+def _function(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description or "",
+                                             "parameters": parameters}}
+
+
+def _listed(value: Any, key: str) -> list[Any] | None:
+    tools = value.get(key) if isinstance(value, Mapping) else None
+    return tools if isinstance(tools, list) and tools else None
+
+
+def _pydantic_tools(value: Any) -> list[Any] | None:
+    """pydantic-ai's ``model_request_parameters``: ``function_tools`` and ``output_tools`` with their schema."""
+    tools = (_listed(value, "function_tools") or []) + (_listed(value, "output_tools") or [])
+    return [_function(t.get("name"), t.get("description"), t.get("parameters_json_schema"))
+            for t in tools if isinstance(t, Mapping)] or None
+
+
+def _vercel_tools(value: Any) -> list[Any] | None:
+    """The Vercel AI SDK's ``ai.prompt.tools``: one JSON string per tool, in GenAI's flat shape."""
+    if not isinstance(value, list):
+        return None
+    return [_chat_tool(_maybe_json(t, "ai.prompt.tools")) for t in value] or None
+
+
+# where instrumentations keep the tool list when not under their own convention's key, in the order looked at
+TOOL_PLACES: tuple[tuple[str, Callable[[Any], list[Any] | None]], ...] = (
+    ("gen_ai.tool.definitions", lambda v: v if isinstance(v, list) and v else None),
+    ("llm.invocation_parameters", lambda v: _listed(v, "tools")),
+    ("input.value", lambda v: _listed(v, "tools")),  # OpenInference: the request body itself
+    ("model_request_parameters", _pydantic_tools),
+    ("ai.prompt.tools", _vercel_tools),
+)
+LOOKED_FOR_TOOLS = "llm.tools, llm.request.functions, " + ", ".join(key for key, _ in TOOL_PLACES)
+
+
+def span_tools(attributes: Mapping[str, Any]) -> list[Any] | None:
+    """The tool list from the first `TOOL_PLACES` entry that holds one, in the Chat Completions shape."""
+    for key, read in TOOL_PLACES:
+        if key in attributes:
+            tools = read(_maybe_json(attributes[key], key))
+            if tools:
+                return [_chat_tool(t) for t in tools]
+    return None
 
 
 def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
     if kind == OPENINFERENCE:
         prompt, cached, source = "llm.token_count.prompt", "llm.token_count.prompt_details.cache_read", "cache_read"
+    elif kind == VERCEL and "ai.usage.cachedInputTokens" in attributes:
+        prompt = next((k for k in ("ai.usage.inputTokens", "ai.usage.promptTokens") if k in attributes), "")
+        cached, source = "ai.usage.cachedInputTokens", "ai.usage.cachedInputTokens"
     else:
         prompt = next((k for k in ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens") if k in attributes),
                       "gen_ai.usage.input_tokens")
@@ -335,17 +362,44 @@ def _provider_tools(tools: list[Any] | None) -> list[str]:
 
 
 def check_round(round_: Round) -> None:
-    """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool, tool calls without the
-    tool definitions."""
+    """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool."""
     if not any(b.text for m in round_.messages for b in m.blocks):
-        raise Gap("the span records no prompt (content capture is off in this instrumentation)")
+        raise Gap("the span records no prompt in its attributes or its events (content capture is off in this "
+                  "instrumentation, or the content went to its logs)")
     provider_side = _provider_tools(round_.raw_tools)
     if provider_side:
         raise Gap(f"a provider-side tool ({', '.join(provider_side)}): what it adds is not in the span")
-    calls = any(b.field in TOOL_FIELDS or b.text.startswith("<tool_call_id>") for m in round_.messages
-                for b in m.blocks)
-    if calls and round_.raw_tools is None:
-        raise Gap("the span records tool calls but not the tool definitions")
+
+
+def history_elsewhere(round_: Round) -> None:
+    """A call whose first turn is a tool's result sent only what it adds (the history lives on the server, as
+    with ``previous_response_id``): marked so, it is compared as such, never as an edited history."""
+    first = next((m for m in round_.messages if m.role not in ("system", "developer")), None)
+    if first is not None and (first.role in ("tool", "function")
+                              or any(b.field == "tool_call_id" for b in first.blocks)):
+        round_.server_history = True
+
+
+def history_notes(rounds: list[Round]) -> list[str]:
+    return [f"{r.source}: the call starts with a tool's result, so its history lives elsewhere (on the server): only "
+            "what it adds is compared" for r in rounds if r.server_history]
+
+
+def tools_unseen(round_: Round) -> bool:
+    """A round that calls tools but records no tool list: its messages are compared, its tools cannot be."""
+    return round_.raw_tools is None and not round_.gap and any(
+        b.field in TOOL_FIELDS or b.text.startswith("<tool_call_id>") for m in round_.messages for b in m.blocks)
+
+
+def tool_notes(rounds: list[Round], unit: str) -> list[str]:
+    """What the rounds say of their tool lists, where one could not be seen."""
+    read = [r for r in rounds if not r.gap]
+    if read and not any(r.raw_tools for r in read):
+        return [f"the {unit} record no tool definitions (looked in {LOOKED_FOR_TOOLS}): the messages are "
+                "compared, a tool list that changed cannot be seen"]
+    unseen = sum(tools_unseen(r) for r in read)
+    return [f"{unseen} of {len(read)} {unit} call tools but record no tool definitions (looked in "
+            f"{LOOKED_FOR_TOOLS}): their messages are compared, their tools cannot be"] if unseen else []
 
 
 def gap_round(model: Any, where: str) -> Round:
@@ -361,10 +415,11 @@ def span_round(span: Span, kind: str) -> Round:
     invocation = _maybe_json(attributes.get("llm.invocation_parameters")) if kind == OPENINFERENCE else {}
     invocation = invocation if isinstance(invocation, Mapping) else {}
     model = (invocation.get("model") or attributes.get("gen_ai.request.model") or attributes.get("llm.model_name")
-             or attributes.get("gen_ai.response.model"))
+             or attributes.get("ai.model.id") or attributes.get("gen_ai.response.model"))
     gap = None
     try:
         messages, tools = READERS[kind](attributes)
+        tools = tools or span_tools(attributes)
         round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}]}, span.where)
         if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
             round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
@@ -372,6 +427,7 @@ def span_round(span: Span, kind: str) -> Round:
     except Gap as exc:
         gap = str(exc)
         round_ = gap_round(model, span.where)
+    history_elsewhere(round_)
     round_.endpoint = span_endpoint(attributes)
     round_.time = datetime.fromtimestamp(span.start_ns / 1e9, timezone.utc) if span.start_ns else None
     round_.measured = None if gap else _usage(attributes, kind)
@@ -400,14 +456,39 @@ def in_conversations(items: list[T], conversation: Callable[[T], str], start: Ca
     return sorted(items, key=lambda item: (begun[conversation(item)], conversation(item), start(item)))
 
 
+MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+
+
+def with_events(span: Span) -> dict[str, Any]:
+    """A span's attributes with the content its events hold: GenAI attributes put on an event
+    (``gen_ai.input.messages``, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``), and the older
+    one-event-per-message convention (``gen_ai.user.message`` with ``content``) as ``gen_ai.input.messages``."""
+    if not span.events:
+        return span.attributes
+    attributes, messages = dict(span.attributes), []
+    for name, values in span.events:
+        for key, value in values.items():
+            if key.startswith("gen_ai.") and key not in attributes:
+                attributes[key] = value
+        if name in MESSAGE_EVENTS:
+            content = values.get("content", values.get("gen_ai.event.content", ""))
+            messages.append({"role": MESSAGE_EVENTS[name], "parts": [{"type": "text", "content": content}]})
+    if messages and "gen_ai.input.messages" not in attributes:
+        attributes["gen_ai.input.messages"] = messages
+    return attributes
+
+
 def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
-    """Every LLM span of the documents as a round: conversations (session, else trace) in the order they
-    began, each in time order. The notes say what was read and which conventions."""
+    """Every LLM call of the documents' spans as a round (`calls.one_per_call`): conversations (session, else
+    trace) in the order they began, each in time order. The notes say what was read and which conventions."""
     found: list[tuple[Span, str]] = []
     others = 0
     sessions: dict[str, str] = {}  # a session id on any span of a trace (its root, often) holds for all of them
     for where, document in documents:
-        for span in _otlp_spans(document, where):
+        layout = spans.layout(document)
+        for span in layout.spans(document, where) if layout else ():
+            span.attributes = with_events(span)
             session = _session(span)
             if session is not None:
                 sessions.setdefault(span.trace_id, session)
@@ -421,21 +502,22 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
     found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
-    rounds, errors = [], []
+    nodes, errors = [], []
     for span, kind in found:
         try:
-            rounds.append(span_round(span, kind))
+            nodes.append(Node(span.span_id, span.parent, span_round(span, kind)))
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
+    nodes, merged = one_per_call(nodes, "LLM spans")
+    rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})
     named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
-    notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {len(found)} LLM spans, one round each, from "
+    counted = f"{len(found)} LLM spans" + (f" as {count_of(len(rounds), 'call')}" if len(rounds) != len(found) else "")
+    notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {counted}, one round each, from "
              f"{len({s.trace_id for s, _ in found})} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
              + f", grouped by session (else trace) and in time order within each; {others} other spans"]
-    if any(kind == GENAI for kind in kinds) and not any(r.raw_tools for r in rounds):
-        notes.append("the spans record no tool definitions (gen_ai.tool.definitions): a tool list that changed "
-                     "cannot be seen, only the messages are compared")
+    notes += merged + tool_notes(rounds, "spans") + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")
@@ -443,30 +525,22 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
 
 
 def read_text(text: str, name: str) -> Transcript | None:
-    """A trace file (one JSON document, or one export per line as the collector's file exporter writes),
-    else None: the caller reads it as a request log."""
-    stripped = text.lstrip()
-    if not stripped.startswith("{"):
+    """A file of spans in any layout `spans` reads, else None (`read_found` on the file's documents)."""
+    return read_found(*spans.documents(text, name))
+
+
+def read_found(found: list[tuple[str, Any]], problem: str | None) -> Transcript | None:
+    """The documents of a file (`spans.documents`) read as spans when the first holds spans, else None: the
+    caller reads them as a request log or an export. A later part that is not JSON (a file cut mid-write) is an
+    error naming its line, and the spans before it are read; documents that hold no spans are counted in the
+    notes."""
+    if not found or not is_trace(found[0][1]):
         return None
-    first = stripped.split("\n", 1)[0]
-    try:
-        head = json.loads(first)
-    except (json.JSONDecodeError, RecursionError):
-        head = None
-    if is_trace(head):
-        documents = []
-        for number, line in enumerate(text.split("\n"), start=1):
-            if line.strip():
-                try:
-                    documents.append((f"{name} line {number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise TraceError(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
-                                     ) from None
-        return read_documents(documents)
-    if head is not None:  # a one-line JSON document that is not a trace: a request log
-        return None
-    try:
-        whole = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        return None
-    return read_documents([(name, whole)]) if is_trace(whole) else None
+    traced = [(where, document) for where, document in found if is_trace(document)]
+    transcript = read_documents(traced)
+    if problem:
+        transcript.errors.append(f"{problem}: the spans after it were not read")
+    if len(traced) < len(found):
+        transcript.notes.append(f"{len(found) - len(traced)} JSON documents of the file hold no spans (the first: "
+                                f"{next(w for w, d in found if not is_trace(d))}): left out")
+    return transcript

@@ -2,8 +2,9 @@
 backends).
 
 Each experiment's module owns all of its knowledge: its settings and options, its plan, its generator
-``rounds(run, settings)`` (one record per request or level), its summary, its verdict and the verdict's
-sentence, its command-line table and summary lines, and its own declaration by keyword,
+``rounds(run, settings)`` (one record per request or level), its summary, its conclusion
+(``conclude(records, machine state) -> core.conclusions.Conclusion``), its table (the CLI's and the page's), and
+its own declaration by keyword,
 ``EXPERIMENT = Experiment(id=ID, ...)`` (`core.experiments.base.Experiment`). Everything else iterates
 `EXPERIMENTS` and never tests an id: the CLI's ``--only``, options, table and summary (`core.cli.main`), the app's
 navigation (`ui.navigation.PAGES`) and session defaults (`ui.session`), the page smoke test
@@ -17,17 +18,18 @@ prefix of its widgets' session keys (``cache_rounds``).
 How to add an experiment with id ``ID`` (module ``NAME``):
 
 1. ``core/experiments/NAME.py``: ``ID``, ``Settings`` (a frozen dataclass), ``OPTIONS``, ``plan``, ``prepare``,
-   ``rounds``, its summary, verdict, ``verdict_text(records, words) -> (shown, sentence)``, ``cli_lines`` and,
+   ``rounds``, its summary, ``conclude(records, state) -> Conclusion`` (the one condition that decided it, with its
+   number, and its claims; `core.conclusions`) and,
    when its records are not `core.records.RoundResult` rounds, its record type (``to_dict``, ``from_dict``,
    ``error``, ``experiment``) and its ``Table``; then ``EXPERIMENT = Experiment(id=ID, ...)``.
 2. ``core/charts/NAME.py``: ``charts(runs, words) -> list of Altair charts`` (what the report shows).
 3. ``app_pages/ID.py``: its widgets, ``ExperimentPlan.of(EXPERIMENTS[ID], settings)``, ``run_controls`` and
-   ``show_run`` with a ``draw`` that shows its charts and its ``verdict_text``.
+   ``show_run`` with a ``draw`` that shows its charts and ``explain(t, ID, runs[0])`` (its conclusion).
 4. Its tests: ``tests/unit/experiments/test_NAME.py`` (and a page test if the page does more than the smoke
    test checks).
 5. One line here (``NAME.EXPERIMENT`` in `EXPERIMENTS`, in navigation order) and one in `core.charts.CHARTS`.
-6. Two TOML sections: ``[ID]`` (``title``, ``idea``, ``expect``, ``shown``, ``not_shown``, its chart words) and
-   ``nav.ID`` in content/en.toml and content/zh.toml.
+6. Three TOML sections: ``[ID]`` (``title``, ``idea``, ``expect``, its chart words), ``[ID.conclusion]`` (a heading
+   per status and a sentence per finding key) and ``nav.ID`` in content/en.toml and content/zh.toml.
 
 A recorded sample (``samples/*.json``, named by ``sample=``) is optional. Nothing else changes.
 """

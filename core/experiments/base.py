@@ -23,10 +23,9 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
 from core.backends.tokens import TokenCounter
-from core.conclusions import Conclusion, MachineState, render
+from core.conclusions import Conclusion, MachineState
 from core.export import Record, RecordType, from_json
 from core.records import RequestResult, RoundResult
-from core.words import Words
 
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
 OUTPUT_PROMPT_TOKENS = 60  # experiment 2's short prompt (and experiment 4's decode prompt), rounded up
@@ -134,14 +133,6 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-NO_DATA = "no data"  # a figure with nothing measured behind it, on the command line
-
-
-def number(value: float | None, unit: str = "", digits: int = 0) -> str:
-    """``1,234 ms``, or "no data" where nothing was measured (never a made-up 0)."""
-    return NO_DATA if value is None else f"{value:,.{digits}f}{unit}"
-
-
 def measured_rows(rows: Sequence[Any], experiment: str) -> list[RoundResult]:
     """The rounds of ``experiment`` that did not fail."""
     return [r for r in rows if isinstance(r, RoundResult) and r.experiment == experiment and not r.error]
@@ -151,6 +142,11 @@ def timed_by(rows: Sequence[RoundResult], name: str) -> str | None:
     """SERVER, CLIENT, both joined with "+", or None: where the timings behind a summary came from."""
     found = sorted({getattr(r, name) for r in rows if getattr(r, name)})
     return "+".join(found) or None
+
+
+def timed_word(source: str | None) -> str:
+    """The content key naming where a summary's timings came from (`timed_by`), for a finding's ``source_word``."""
+    return "common.timed_" + ("both" if source and "+" in source else source or "client")
 
 
 @dataclass(frozen=True)
@@ -166,6 +162,12 @@ class Table:
         line = " ".join(_cell(getattr(record, name, None), width) for name, _, width in self.columns)
         return f"{line}  ERROR: {record.error}" if record.error else line
 
+    def rows(self, records: Sequence[Any]) -> list[dict[str, Any]]:
+        """The same columns for a page's table: ``{field: value}`` per record (the names its help explains), and its
+        error."""
+        return [{**{name: getattr(r, name, None) for name, _, _ in self.columns}, "error": r.error}
+                for r in records]
+
 
 def _cell(value: object, width: int) -> str:
     text = "-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value)
@@ -178,28 +180,8 @@ ROUNDS_TABLE = Table((("experiment", "experiment", 10), ("strategy", "strategy",
                       ("output_tokens", "output", 7), ("decode_ms", "decode_ms", 9), ("total_ms", "total_ms", 9)))
 
 
-def from_conclusion(
-    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion],
-) -> tuple[Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]],
-           Callable[[Sequence[Any], Words], tuple[bool | None, str]]]:
-    """``verdict`` and ``verdict_text`` read off an experiment's ``conclude`` (transitional, issue 31)."""
-    def verdict(records: Sequence[Any]) -> tuple[bool | None, dict[str, Any]]:
-        found = conclude(records, None)
-        return found.shown, dict(found.decided_by.values) if found.decided_by else {}
-
-    def verdict_text(records: Sequence[Any], words: Words) -> tuple[bool | None, str]:
-        found = conclude(records, None)
-        return found.shown, " ".join(render(found, words))
-
-    return verdict, verdict_text
-
-
 def _one_slot(settings: Any) -> int:
     return 1
-
-
-def _no_lines(records: Sequence[Any]) -> Iterator[str]:
-    return iter(())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,12 +197,8 @@ class Experiment:
     plan: Callable[[Any], Plan]  # settings -> requests and tokens, before connecting (budgets, progress)
     prepare: Callable[[Any, Connection], Any]  # settings fitted to a connection; ValueError says what to change
     summary: Callable[[Sequence[Any]], Any]  # records -> what the run measured ("no data" as None)
-    # records, the machine's state -> the run's one conclusion (core.conclusions). Until issue 31 removes them, an
-    # experiment without its own ``verdict``/``verdict_text`` gets them read off ``conclude`` (`from_conclusion`)
-    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion] | None = None
-    verdict: Callable[[Sequence[Any]], tuple[bool | None, dict[str, Any]]] | None = None
-    verdict_text: Callable[[Sequence[Any], Words], tuple[bool | None, str]] | None = None
-    cli_lines: Callable[[Sequence[Any]], Iterator[str]] = _no_lines  # its summary on the command line
+    # records, the machine's state -> the run's one conclusion (core.conclusions): what every consumer renders
+    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion]
     table: Table = ROUNDS_TABLE  # its records on the command line
     record: type[RecordType] = RoundResult  # what it yields (and reads back from an export)
     records: str = "rounds"  # the key of its records in a JSON export
@@ -228,14 +206,6 @@ class Experiment:
     sample: Path | None = None  # recorded results shipped with the project
     slots: Callable[[Any], int] = _one_slot  # the embedded server's parallel sequences it needs
     default: bool = True  # run by `python -m core` without --only
-
-    def __post_init__(self) -> None:
-        if self.conclude is not None and (self.verdict is None or self.verdict_text is None):
-            verdict, verdict_text = from_conclusion(self.conclude)
-            object.__setattr__(self, "verdict", self.verdict or verdict)
-            object.__setattr__(self, "verdict_text", self.verdict_text or verdict_text)
-        if self.verdict is None or self.verdict_text is None:
-            raise TypeError(f"experiment {self.id!r} needs conclude= (or verdict= and verdict_text=)")
 
     @property
     def page(self) -> str:
@@ -257,4 +227,8 @@ class Experiment:
         if self.sample is None:
             return {}, []
         settings, records = from_json(self.sample.read_text(), self.records, self.record)
-        return settings, [r for r in records if getattr(r, "experiment", self.id) == self.id]
+        return settings, self.own(records)
+
+    def own(self, records: Sequence[Any]) -> list[Any]:
+        """Its records among others (an export's rounds hold experiments 1-3 together)."""
+        return [r for r in records if getattr(r, "experiment", self.id) == self.id]

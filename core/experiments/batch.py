@@ -28,12 +28,12 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.tokens import TokenCounter
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import OUTPUT_PROMPT_TOKENS, Experiment, Option, Plan, RunContext, Table, ints
 from core.experiments.prompts import document_body, input_length_messages, nonce, output_length_messages
 from core.experiments.samples import EMBEDDED_BATCH
 from core.records import RequestResult, renamed
 from core.stats import nearest_rank
-from core.words import Words
 
 ID = "batch"
 BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
@@ -294,29 +294,58 @@ def summarize_batch(levels: Sequence[Any]) -> BatchSummary | None:
     return BatchSummary(usable[0], usable[-1])
 
 
-def batch_verdict(levels: Sequence[BatchLevel]) -> tuple[bool | None, dict[str, float]]:
-    """Whether this run showed the effect (decode grew at least 1.3x, prefill stayed within 25 %), and its numbers.
+MIN_GAIN = 1.3  # decode throughput must grow at least this much from the smallest N to the largest
+FLAT = 0.25  # ... while prefill throughput stays within this share of where it started
+ALONE_MARGIN = 1.25  # each of N streams cannot decode faster than one alone: beating it by this much is contention
 
-    None while there are fewer than two usable levels.
-    """
+
+def _contention(levels: Sequence[BatchLevel], first: BatchLevel) -> Finding | None:
+    """A level whose streams each decoded faster than the smallest level's did: that one was slowed by something
+    else (one stream alone at 4.5 tokens/s, each of two at 45.8, in the issue that asked for this)."""
+    alone = first.per_stream_decode_tps
+    for level in levels:
+        each = level.per_stream_decode_tps
+        if alone and each and level.concurrency > first.concurrency and each > ALONE_MARGIN * alone:
+            return Finding("stream_beats_alone", {"n": level.concurrency, "each": each, "n1": first.concurrency,
+                                                  "alone": alone, "times": each / alone})
+    return None
+
+
+def _claims(summary: BatchSummary) -> tuple[Finding, ...]:
+    first, last = summary.first, summary.last
+    ends = {"n1": first.concurrency, "n2": last.concurrency}
+    claims = [Finding("decode", {**ends, "d1": first.aggregate_decode_tps, "d2": last.aggregate_decode_tps,
+                                 "gain": summary.decode_gain})]
+    if first.per_stream_decode_tps and last.per_stream_decode_tps:
+        claims.append(Finding("per_stream", {**ends, "s1": first.per_stream_decode_tps,
+                                             "s2": last.per_stream_decode_tps}))
+    if summary.prefill_gain:
+        claims.append(Finding("prefill", {**ends, "p1": first.aggregate_prefill_tps, "p2": last.aggregate_prefill_tps,
+                                          "gain": summary.prefill_gain}))
+    if summary.decode_cost_alone and summary.decode_cost_batched:
+        claims.append(Finding("cost", {"alone": summary.decode_cost_alone, "batched": summary.decode_cost_batched,
+                                       "n2": last.concurrency}))
+    return tuple(claims)
+
+
+def conclude(levels: Sequence[BatchLevel], state: MachineState | None) -> Conclusion:
+    """Shown: decode throughput grew at least `MIN_GAIN` from the smallest N to the largest while prefill stayed
+    within `FLAT`; decided by the first rule that failed, or by contention (`_contention`, a busy meter)."""
     summary = summarize_batch(levels)
     if summary is None or summary.decode_gain is None:
-        return None, {}
-    first, last = summary.first, summary.last
-    prefill_gain = summary.prefill_gain or 1.0
-    values = {"n1": first.concurrency, "n2": last.concurrency, "decode_gain": summary.decode_gain,
-              "prefill_gain": prefill_gain, "d1": first.aggregate_decode_tps or 0, "d2": last.aggregate_decode_tps or 0,
-              "s1": first.per_stream_decode_tps or 0, "s2": last.per_stream_decode_tps or 0,
-              "p1": first.aggregate_prefill_tps or 0, "p2": last.aggregate_prefill_tps or 0}
-    return summary.decode_gain >= 1.3 and 0.75 <= prefill_gain <= 1.25, values
-
-
-def verdict_text(levels: Sequence[BatchLevel], t: Words) -> tuple[bool | None, str]:
-    """The sentence; a page may add what this machine allows (the roofline's bound on the gain)."""
-    shown, values = batch_verdict(levels)
-    if shown is None:
-        return None, t("batch.too_few")
-    return shown, t("batch.shown" if shown else "batch.not_shown", **values)
+        return Conclusion(ID, NO_DATA, Finding("too_few"))
+    claims, ends = _claims(summary), {"n1": summary.first.concurrency, "n2": summary.last.concurrency}
+    usable = [lv for lv in levels if isinstance(lv, BatchLevel)]
+    if (trouble := disturbed(state) or _contention(usable, summary.first)) is not None:
+        return Conclusion(ID, DISTURBED, trouble, claims)
+    if summary.decode_gain < MIN_GAIN:
+        return Conclusion(ID, NOT_SHOWN, Finding("decode_short", {**ends, "gain": summary.decode_gain,
+                                                                  "need": MIN_GAIN}), claims)
+    prefill = summary.prefill_gain
+    if prefill is not None and abs(prefill - 1) > FLAT:
+        return Conclusion(ID, NOT_SHOWN, Finding("prefill_not_flat", {**ends, "gain": prefill,
+                                                                      "flat": 100 * FLAT}), claims)
+    return Conclusion(ID, SHOWN, Finding("batched", {**ends, "gain": summary.decode_gain}), claims)
 
 
 TABLE = Table((("concurrency", "N", 3), ("aggregate_decode_tps", "decode/s", 9),
@@ -325,31 +354,8 @@ TABLE = Table((("concurrency", "N", 3), ("aggregate_decode_tps", "decode/s", 9),
                ("itl_p99_ms", "itl p99", 8), ("wall_ms", "wall ms", 9), ("errors", "errors", 6)))
 
 
-def _tps(value: float | None) -> str:
-    """A rate, or "no data" where the level measured none (never a made-up 0)."""
-    return "no data" if value is None else f"{value:,.0f}"
-
-
-def _times(value: float | None) -> str:
-    return "no data" if value is None else f"{value:.1f}x"
-
-
-def cli_lines(levels: Sequence[Any]) -> Iterator[str]:
-    summary = summarize_batch(levels)
-    if summary is None:
-        return
-    first, last = summary.first, summary.last
-    yield (f"Experiment 4: decode {_tps(first.aggregate_decode_tps)} -> {_tps(last.aggregate_decode_tps)} tokens/s "
-           f"from {first.concurrency} to {last.concurrency} streams ({_times(summary.decode_gain)}); each stream "
-           f"{_tps(first.per_stream_decode_tps)} -> {_tps(last.per_stream_decode_tps)} tokens/s; prefill "
-           f"{_tps(first.aggregate_prefill_tps)} -> {_tps(last.aggregate_prefill_tps)} tokens/s.")
-    if summary.decode_cost_alone and summary.decode_cost_batched:
-        yield (f"A decode token costs the time of {summary.decode_cost_alone:.1f} prefill tokens alone, "
-               f"{summary.decode_cost_batched:.1f} with {last.concurrency} streams.")
-
-
 EXPERIMENT = Experiment(
     id=ID, title="many requests at once: aggregate and per-stream tokens/s against N", icon=":material/stacks:",
-    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize_batch, verdict=batch_verdict,
-    verdict_text=verdict_text, cli_lines=cli_lines, table=TABLE, record=BatchLevel, records="levels",
+    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize_batch, conclude=conclude,
+    table=TABLE, record=BatchLevel, records="levels",
     options=OPTIONS, sample=EMBEDDED_BATCH, slots=slots, default=False)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
 from core.backends.tokens import EstimatingTokenCounter
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.documents import default_document
 from core.experiments.base import (
     INTERNAL,
@@ -20,12 +20,12 @@ from core.experiments.base import (
     ints,
     measured_rows,
     timed_by,
+    timed_word,
 )
 from core.experiments.prompts import input_length_messages, nonce, prompt_overhead
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
-from core.stats import LinearFit, linear_fit, median
-from core.words import Words
+from core.stats import LinearFit, linear_fit, median, spike
 
 ID = "input"
 ANSWER_TOKENS = 4  # experiment 1 asks for this many output tokens
@@ -111,34 +111,72 @@ def summarize_input(rows: Sequence[RoundResult]) -> InputSummary:
     )
 
 
-def input_verdict(rows: Sequence[RoundResult]) -> tuple[bool, dict[str, Any]]:
-    """Shown: TTFT rose from the smallest prompt to the largest, along a rising line."""
+SLOWER_THAN_LONGER = 2.0  # a round that took this many times the time per token of a longer prompt waited on something
+
+
+def _per_token(r: RoundResult) -> float | None:
+    """A round's prefill (or TTFT) milliseconds per prompt token."""
+    ms = r.prefill_ms if r.prefill_ms is not None else r.ttft_ms
+    return ms / r.prompt_tokens if ms and r.prompt_tokens else None
+
+
+def _contention(ok: Sequence[RoundResult]) -> Finding | None:
+    """A round that spent more per prompt token than a longer prompt did (a longer prompt costs at least as much per
+    token, attention only adds to it), or far more than its own size's other repeats: another program took the CPU."""
+    by_size: dict[int, list[float]] = {}
+    for r in ok:
+        if (cost := _per_token(r)) is not None and r.prompt_tokens:
+            by_size.setdefault(r.prompt_tokens, []).append(cost)
+    sizes = sorted(by_size)
+    for size, longer in zip(sizes, sizes[1:], strict=False):
+        reference = median(by_size[longer]) or 0
+        worst = max(by_size[size])
+        if reference and worst >= SLOWER_THAN_LONGER * reference:
+            return Finding("slow_round", {"tokens": size, "ms_per_1k": worst * 1000, "longer": longer,
+                                          "longer_ms_per_1k": reference * 1000, "times": worst / reference})
+    for size in sizes:
+        found = spike(by_size[size], SLOWER_THAN_LONGER)
+        if found is not None:
+            return Finding("slow_repeat", {"tokens": size, "times": found[1]})
+    return None
+
+
+def _claims(summary: InputSummary) -> tuple[Finding, ...]:
+    """The two prefill rates, each named for what it is, and the fitted line's intercept as what it is."""
+    claims = [Finding("rate_median", {"speed": summary.prefill_tps, "source_word": timed_word(summary.prefill_source)})]
+    per_1k, fit = summary.ms_per_1k(), summary.ttft_fit
+    if per_1k and per_1k > 0:
+        r2 = (summary.prefill_fit or summary.ttft_fit).r2  # type: ignore[union-attr]
+        claims.append(Finding("rate_fit", {"per_1k": per_1k, "speed": 1e6 / per_1k, "r2": r2}))
+    if fit is not None:
+        key = "intercept" if fit.intercept >= 0 else "intercept_negative"
+        claims.append(Finding(key, {"intercept": fit.intercept, "r2": fit.r2}))
+    return tuple(claims)
+
+
+def conclude(rows: Sequence[RoundResult], state: MachineState | None) -> Conclusion:
+    """Shown: TTFT rose from the smallest prompt to the largest along a rising line; disturbed where a round
+    waited on something else (`_contention`) or the meter called the machine busy."""
     ok = sorted((r for r in measured_rows(rows, ID) if r.ttft_ms is not None), key=lambda r: r.prompt_tokens or 0)
     summary = summarize_input(rows)
-    if len({r.prompt_tokens for r in ok}) < 2 or not summary.prefill_tps:
-        return False, {}
+    sizes = len({r.prompt_tokens for r in ok})
+    claims = _claims(summary) if summary.prefill_tps else ()
+    if sizes < 2 or not summary.prefill_tps:
+        return Conclusion(ID, NO_DATA, Finding("too_few", {"sizes": sizes}), claims)
     first, last = ok[0], ok[-1]
+    ends = {"first": first.ttft_ms, "first_tokens": first.prompt_tokens, "last": last.ttft_ms,
+            "last_tokens": last.prompt_tokens}
+    if (trouble := disturbed(state) or _contention(ok)) is not None:
+        return Conclusion(ID, DISTURBED, trouble, claims)
+    if last.ttft_ms <= first.ttft_ms:  # type: ignore[operator]
+        return Conclusion(ID, NOT_SHOWN, Finding("ttft_fell", ends), claims)
     fit = summary.ttft_fit
-    shown = last.ttft_ms > first.ttft_ms and fit is not None and fit.slope > 0  # type: ignore[operator]
-    return shown, {"first": first.ttft_ms, "first_tokens": first.prompt_tokens, "last": last.ttft_ms,
-                   "last_tokens": last.prompt_tokens, "speed": summary.prefill_tps}
-
-
-def verdict_text(rows: Sequence[RoundResult], t: Words) -> tuple[bool, str]:
-    shown, values = input_verdict(rows)
-    return shown, t("input.shown", **values) if shown else t("input.not_shown")
-
-
-def cli_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
-    summary = summarize_input(rows)
-    if summary.prefill_tps:
-        per_1k = summary.ms_per_1k()
-        yield (f"Experiment 1: prefill {summary.prefill_tps:,.0f} tokens/s"
-               + (f", {per_1k:.0f} ms per 1k input tokens" if per_1k else "")
-               + f" (timed by the {summary.prefill_source})")
+    if fit is not None and fit.slope <= 0:
+        return Conclusion(ID, NOT_SHOWN, Finding("line_fell", {"per_1k": fit.slope * 1000}), claims)
+    return Conclusion(ID, SHOWN, Finding("ttft_rose", ends), claims)
 
 
 EXPERIMENT = Experiment(
     id=ID, title="TTFT and prefill time against prompt length", icon=":material/input:", settings=Settings,
-    rounds=rounds, plan=plan, prepare=prepare, summary=summarize_input, verdict=input_verdict,
-    verdict_text=verdict_text, cli_lines=cli_lines, options=OPTIONS, sample=EMBEDDED_DEFAULT)
+    rounds=rounds, plan=plan, prepare=prepare, summary=summarize_input, conclude=conclude, options=OPTIONS,
+    sample=EMBEDDED_DEFAULT)

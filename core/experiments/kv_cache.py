@@ -61,7 +61,7 @@ import httpx
 from core.backends import LlamaServerBackend
 from core.backends.base import DeadlinePassed
 from core.backends.connect import Connection
-from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
 from core.experiments.samples import SAMPLES_DIR
 from core.stats import QuadraticFit, quadratic_fit
@@ -512,9 +512,9 @@ def conclude(records: Sequence[KvStep], state: MachineState | None) -> Conclusio
     claims = _claims(found)
     if not found.same_answer:
         return Conclusion(ID, NOT_SHOWN, Finding("different", {"step": found.first_difference}), claims)
-    disturbed = _disturbance(found, state)
-    if disturbed is not None:
-        return Conclusion(ID, DISTURBED, disturbed, (_rise_finding(found), *claims))
+    contention = _disturbance(found, state)
+    if contention is not None:
+        return Conclusion(ID, DISTURBED, contention, (_rise_finding(found), *claims))
     first, last = found.quarters
     curve = found.recomputed_curve
     if found.ratio <= 1:
@@ -535,9 +535,7 @@ def _disturbance(found: KvSummary, state: MachineState | None) -> Finding | None
         return Finding("contended", {"count": len(found.contended), "steps": len(found.cached_ms),
                                      "times": CONTENTION, "median": found.cached_median,
                                      "low": min(found.contended), "high": max(found.contended)})
-    if state is not None and state.busy:
-        return Finding("busy", {"share": 100 * (state.server_share or 0.0), "load": state.load or 0.0})
-    return None
+    return disturbed(state)
 
 
 def _rise_finding(found: KvSummary) -> Finding:

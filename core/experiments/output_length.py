@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
-from core.experiments import input_length
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import (
     OUTPUT_PROMPT_TOKENS,
     Experiment,
@@ -18,12 +17,12 @@ from core.experiments.base import (
     ints,
     measured_rows,
     timed_by,
+    timed_word,
 )
 from core.experiments.prompts import nonce, output_length_messages
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
-from core.stats import median
-from core.words import Words
+from core.stats import median, spike
 
 ID = "output"
 OPTIONS = (Option("--lengths", "experiment 2 output tokens, comma separated", ints),
@@ -78,47 +77,61 @@ def summarize_output(rows: Sequence[RoundResult]) -> OutputSummary:
     )
 
 
-def prefill_decode_ratio(input_summary: input_length.InputSummary, output_summary: OutputSummary) -> float | None:
-    """How many times faster prefill processes a token than decode produces one."""
-    if input_summary.prefill_tps and output_summary.decode_tps:
-        return input_summary.prefill_tps / output_summary.decode_tps
-    return None
+FLAT_SPREAD = 50  # per cent: the time per token may vary this much across lengths and still be flat
+SPIKE = 2.0  # a round whose time per token is this many times the median waited on something else
 
 
-def output_verdict(rows: Sequence[RoundResult]) -> tuple[bool, dict[str, Any]]:
-    """Shown: total time rose with the answer's length while the time per token stayed within 50 %."""
+def _claims(rows: Sequence[RoundResult]) -> tuple[Finding, ...]:
+    """Its decode rate (the prefill:decode ratio needs experiment 1's run: the page says it beside, as a note)."""
+    summary = summarize_output(rows)
+    if not summary.decode_tps or not summary.ms_per_output_token:
+        return ()
+    return (Finding("decode_rate", {"speed": summary.decode_tps, "ms": summary.ms_per_output_token,
+                                    "source_word": timed_word(summary.decode_source)}),)
+
+
+def _per_token(ok: Sequence[RoundResult]) -> list[float]:
+    """The rounds' ms per output token, without the answers too short to time it (under 8 tokens) when there are
+    longer ones."""
+    return ([r.ms_per_output_token for r in ok if (r.output_tokens or 0) >= 8 and r.ms_per_output_token]
+            or [r.ms_per_output_token for r in ok if r.ms_per_output_token])
+
+
+def _contention(per_token: Sequence[float], middle: float) -> Finding | None:
+    """A round whose time per token stands `SPIKE` times above the median: its steps waited on another program."""
+    found = spike(per_token, SPIKE)
+    return None if found is None else Finding("slow_round", {"ms": per_token[found[0]], "median": middle,
+                                                              "times": found[1]})
+
+
+def conclude(rows: Sequence[RoundResult], state: MachineState | None) -> Conclusion:
+    """Shown: total time rose with the answer's length while the time per token stayed within `FLAT_SPREAD`;
+    decided by the one condition that failed, or by contention (a round `SPIKE` times the median, a busy meter)."""
     ok = sorted((r for r in measured_rows(rows, ID) if r.ms_per_output_token and r.total_ms is not None),
                 key=lambda r: r.output_tokens or 0)
-    if len({r.output_tokens for r in ok}) < 2:
-        return False, {}
-    per_token = ([r.ms_per_output_token for r in ok if (r.output_tokens or 0) >= 8]
-                 or [r.ms_per_output_token for r in ok])
+    per_token = _per_token(ok)
     middle = median(per_token)
-    if not middle:
-        return False, {}
-    spread = (max(per_token) - min(per_token)) / middle * 100  # type: ignore[type-var, operator]
+    lengths = len({r.output_tokens for r in ok})
+    claims = _claims(rows)
+    if lengths < 2 or not middle:
+        return Conclusion(ID, NO_DATA, Finding("too_few", {"lengths": lengths}), claims)
+    if (trouble := disturbed(state) or _contention(per_token, middle)) is not None:
+        return Conclusion(ID, DISTURBED, trouble, claims)
     first, last = ok[0], ok[-1]
-    shown = last.total_ms > first.total_ms and spread < 50  # type: ignore[operator]
-    return shown, {"tokens": last.output_tokens, "total": last.total_ms, "per_token": middle, "spread": spread}
-
-
-def verdict_text(rows: Sequence[RoundResult], t: Words) -> tuple[bool, str]:
-    shown, values = output_verdict(rows)
-    return shown, t("output.shown", **values) if shown else t("output.not_shown")
-
-
-def cli_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
-    """Its decode speed; with experiment 1's rounds in the same run, how much faster prefill is."""
-    summary = summarize_output(rows)
-    if summary.ms_per_output_token and summary.decode_tps:
-        yield (f"Experiment 2: decode {summary.decode_tps:,.1f} tokens/s "
-               f"({summary.ms_per_output_token:.1f} ms per output token, timed by the {summary.decode_source})")
-    ratio = prefill_decode_ratio(input_length.summarize_input(rows), summary)
-    if ratio:
-        yield f"Prefill processes a token {ratio:.0f}x faster than decode produces one."
+    if last.total_ms <= first.total_ms:  # type: ignore[operator]
+        ends = {"first_tokens": first.output_tokens, "first": first.total_ms, "last_tokens": last.output_tokens,
+                "last": last.total_ms}
+        return Conclusion(ID, NOT_SHOWN, Finding("total_fell", ends), claims)
+    spread = (max(per_token) - min(per_token)) / middle * 100
+    if spread >= FLAT_SPREAD:
+        return Conclusion(ID, NOT_SHOWN, Finding("per_token_varied", {"spread": spread, "low": min(per_token),
+                                                                      "high": max(per_token), "limit": FLAT_SPREAD}),
+                          claims)
+    return Conclusion(ID, SHOWN, Finding("total_rose", {"tokens": last.output_tokens, "total": last.total_ms,
+                                                        "per_token": middle, "spread": spread}), claims)
 
 
 EXPERIMENT = Experiment(
     id=ID, title="total and per-token time against answer length", icon=":material/output:", settings=Settings,
-    rounds=rounds, plan=plan, prepare=prepare, summary=summarize_output, verdict=output_verdict,
-    verdict_text=verdict_text, cli_lines=cli_lines, options=OPTIONS, sample=EMBEDDED_DEFAULT)
+    rounds=rounds, plan=plan, prepare=prepare, summary=summarize_output, conclude=conclude,
+    options=OPTIONS, sample=EMBEDDED_DEFAULT)

@@ -10,10 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
+from core.conclusions import (
+    DISTURBED,
+    NO_DATA,
+    NOT_SHOWN,
+    SHOWN,
+    Conclusion,
+    Finding,
+    MachineState,
+    Value,
+    disturbed,
+)
 from core.documents import DocumentError, FittedDocument, default_document, fit_document, read_document
 from core.experiments.base import (
     INTERNAL,
@@ -25,13 +35,11 @@ from core.experiments.base import (
     RunContext,
     measured_rows,
     names,
-    number,
 )
 from core.experiments.prompts import STRATEGIES, Conversation
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
-from core.stats import median
-from core.words import Words
+from core.stats import median, spike
 
 ID = "cache"
 ANSWER_TOKENS = 24  # experiment 3's answers
@@ -183,60 +191,93 @@ def recomputed_ratio(summaries: dict[str, StrategySummary], base: str = "append_
     return out
 
 
-def cache_verdict(rows: Sequence[RoundResult]) -> tuple[bool, dict[str, Any]]:
-    """Compares append-only with the first other strategy on the rounds after the first that both
-    measured, by token counts or else by TTFT."""
+APPEND_LIMIT = 64  # tokens: appending only recomputes about one question and answer from round 2
+BREAKER_SHARE = 0.9  # a strategy that breaks the prefix recomputes at least this share of its prompt
+SPIKE = 3.0  # a later round's TTFT this many times its strategy's median waited on something else
+
+
+def _claims(rows: Sequence[RoundResult]) -> tuple[Finding, ...]:
+    """Each strategy's totals from its rounds, and how many times the append-only tokens each other recomputed."""
+    summaries = summarize_cache(rows)
+    claims: list[Finding] = []
+    for s in summaries.values():
+        name = f"strategy.{s.strategy}"
+        if s.recomputed_total is not None and s.cached_total is not None:
+            claims.append(Finding("strategy_tokens", {"strategy_word": name, "rounds": s.rounds,
+                                                      "recomputed": s.recomputed_total, "cached": s.cached_total}))
+        if s.ttft_median_after_first_ms is not None:
+            claims.append(Finding("strategy_ttft", {"strategy_word": name, "ttft": s.ttft_median_after_first_ms}))
+    for other, ratio in recomputed_ratio(summaries).items():
+        claims.append(Finding("ratio", {"strategy_word": f"strategy.{other}", "ratio": ratio,
+                                        "rounds": len(common_rounds(summaries, other))}))
+    return tuple(claims)
+
+
+def _compared(rows: Sequence[RoundResult]) -> tuple[str, list[RoundResult], list[RoundResult]] | None:
+    """Append-only's and the first other strategy's rounds after the first, on the rounds both measured."""
     ok = [r for r in measured_rows(rows, ID) if r.round > 1]
     strategies = list(dict.fromkeys(r.strategy for r in ok))
     if "append_only" not in strategies or len(strategies) < 2:
-        return False, {}
-    other = next(n for n in strategies if n != "append_only")
+        return None
+    other = str(next(n for n in strategies if n != "append_only"))
     common = {r.round for r in ok if r.strategy == "append_only"} & {r.round for r in ok if r.strategy == other}
     append = [r for r in ok if r.strategy == "append_only" and r.round in common]
     breaker = [r for r in ok if r.strategy == other and r.round in common]
-    if not common:
-        return False, {}
+    return (other, append, breaker) if common else None
+
+
+def _by_tokens(other: str, append: list[RoundResult], breaker: list[RoundResult]) -> tuple[str, Finding] | None:
+    """Decided by token counts (contention cannot change them); None where the backend reports none."""
     append_tokens = median(r.recomputed_tokens for r in append)
     breaker_tokens = median(r.recomputed_tokens for r in breaker)
     share = median(r.recomputed_tokens / r.prompt_tokens for r in breaker
                    if r.recomputed_tokens is not None and r.prompt_tokens)
-    if append_tokens is not None and breaker_tokens is not None and share is not None:
-        shown = append_tokens <= 64 and share >= 0.9
-        return shown, {"by": "tokens", "append": append_tokens, "breaker": breaker_tokens, "share": share,
-                       "other": other, "rounds": len(common)}
+    if append_tokens is None or breaker_tokens is None or share is None:
+        return None
+    values: dict[str, Value] = {"append": append_tokens, "breaker": breaker_tokens, "share": share,
+                                "other_word": f"strategy.{other}", "rounds": len(append)}
+    if append_tokens > APPEND_LIMIT:
+        return NOT_SHOWN, Finding("append_recomputed", {**values, "limit": APPEND_LIMIT})
+    if share < BREAKER_SHARE:
+        return NOT_SHOWN, Finding("breaker_reused", {**values, "limit": BREAKER_SHARE})
+    return SHOWN, Finding("tokens", values)
+
+
+def _by_time(other: str, append: list[RoundResult], breaker: list[RoundResult],
+             state: MachineState | None) -> tuple[str, Finding] | None:
+    """Decided by TTFT where there are no counts: a busy machine or a round far above its strategy's median spoils
+    that."""
     append_ttft, breaker_ttft = median(r.ttft_ms for r in append), median(r.ttft_ms for r in breaker)
     if append_ttft is None or breaker_ttft is None:
-        return False, {}
-    return append_ttft < breaker_ttft, {"by": "time", "append": append_ttft, "breaker": breaker_ttft, "other": other,
-                                        "rounds": len(common)}
+        return None
+    if (trouble := disturbed(state)) is not None:
+        return DISTURBED, trouble
+    for rounds in (append, breaker):
+        found = spike([r.ttft_ms for r in rounds if r.ttft_ms is not None], SPIKE)
+        if found is not None:
+            return DISTURBED, Finding("slow_round", {"strategy_word": f"strategy.{rounds[0].strategy}",
+                                                    "times": found[1]})
+    values: dict[str, Value] = {"append": append_ttft, "breaker": breaker_ttft, "other_word": f"strategy.{other}",
+                                "rounds": len(append)}
+    return (SHOWN, Finding("time", values)) if append_ttft < breaker_ttft else (NOT_SHOWN, Finding("ttft_not_lower",
+                                                                                                    values))
 
 
-def verdict_text(rows: Sequence[RoundResult], t: Words) -> tuple[bool, str]:
-    """What the two strategies measured, whenever they can be compared; else what it takes."""
-    shown, values = cache_verdict(rows)
-    if not values:
-        return shown, t("cache.not_shown")
-    values = {**values, "other": t(f"strategy.{values['other']}")}
-    return shown, t("cache.shown" if values["by"] == "tokens" else "cache.shown_time", **values)
-
-
-def _rounds(numbers: list[int]) -> str:
-    return f"round {numbers[0]}" if len(numbers) == 1 else f"rounds {', '.join(map(str, numbers))}"
-
-
-def cli_lines(rows: Sequence[RoundResult]) -> Iterator[str]:
-    summaries = summarize_cache(rows)
-    for s in summaries.values():
-        writes = "" if s.cache_write_total is None else f", wrote {s.cache_write_total:,} to the cache"
-        yield (f"Experiment 3 [{s.strategy}]: {s.rounds} rounds, recomputed {number(s.recomputed_total)} and read "
-               f"{number(s.cached_total)} cached tokens in total{writes}; from round 2 a median "
-               f"{number(s.recomputed_after_first)} recomputed, TTFT {number(s.ttft_median_after_first_ms, ' ms')}")
-    for name, ratio in recomputed_ratio(summaries).items():
-        yield (f"{name} recomputed {ratio:.1f}x the tokens append_only did "
-               f"({_rounds(common_rounds(summaries, name))}, measured for both).")
+def conclude(rows: Sequence[RoundResult], state: MachineState | None) -> Conclusion:
+    """Append only against the first other strategy, on the rounds after the first both measured: by token counts
+    (which a busy machine cannot change: it is said beside them), else by TTFT."""
+    compared = _compared(rows)
+    decided = None if compared is None else _by_tokens(*compared) or _by_time(*compared, state)
+    if decided is None:
+        return Conclusion(ID, NO_DATA, Finding("too_few"))
+    claims = _claims(rows)
+    busy = disturbed(state)
+    if busy is not None and decided[0] != DISTURBED:  # counted, not timed: the machine's state is said, not decisive
+        claims = (*claims, Finding(f"{busy.key}_counts", dict(busy.values)))
+    return Conclusion(ID, decided[0], decided[1], claims)
 
 
 EXPERIMENT = Experiment(
     id=ID, title="the same long context for several rounds: append only vs broken prefix", icon=":material/cached:",
-    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize_cache, verdict=cache_verdict,
-    verdict_text=verdict_text, cli_lines=cli_lines, options=OPTIONS, sample=EMBEDDED_DEFAULT)
+    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize_cache, conclude=conclude,
+    options=OPTIONS, sample=EMBEDDED_DEFAULT)

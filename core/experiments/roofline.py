@@ -15,13 +15,13 @@ from typing import Any
 
 from core.backends.base import ChatRequest
 from core.backends.connect import Connection
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import Experiment, Option, Plan, RunContext, Table
 from core.experiments.prompts import document_body, input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult
 from core.roofline import peaks
 from core.roofline.report import si
-from core.words import Words
 
 ID = "roofline"
 OPTIONS = (Option("--matmul-n", "experiment 5: the probe's matrix size (n x n float32)", int),
@@ -51,6 +51,11 @@ class RooflineRecord:
     prompt_tokens: int | None = None
     experiment: str = ID
     error: str = ""
+
+    @property
+    def figure(self) -> str:
+        """Its value as a table shows it (``8.09 GB/s``, never 8092695617.426293)."""
+        return si(self.value, self.unit)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,38 +112,28 @@ def summarize(records: Sequence[Any]) -> dict[str, float] | None:
     return found or None
 
 
-def verdict(records: Sequence[Any]) -> tuple[bool | None, dict[str, Any]]:
-    """Shown: both roofs and both phases were measured. Values: the ridge point and the phases' ratio."""
+def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
+    """Shown: both roofs and both phases were measured; its claims are the ridge point and the two phases' ratio,
+    this machine's figures. A busy meter disturbs it (the probe and the request both share the CPU)."""
     found = summarize(records) or {}
     if BANDWIDTH not in found or COMPUTE not in found:
-        return None, {}
-    values: dict[str, Any] = {"ridge": found[COMPUTE] / found[BANDWIDTH]}
-    if PREFILL in found and DECODE in found:
-        values["ratio"] = found[PREFILL] / found[DECODE]
-    return PREFILL in found and DECODE in found, values
+        return Conclusion(ID, NO_DATA, Finding("no_roofs"))
+    roofs = Finding("roofs", {"compute": found[COMPUTE] / 1e9, "bandwidth": found[BANDWIDTH] / 1e9,
+                              "ridge": found[COMPUTE] / found[BANDWIDTH]})
+    if PREFILL not in found or DECODE not in found:
+        return Conclusion(ID, NOT_SHOWN, Finding("no_phases"), (roofs,))
+    phases = Finding("phases", {"prefill": found[PREFILL], "decode": found[DECODE],
+                                "ratio": found[PREFILL] / found[DECODE]})
+    if (trouble := disturbed(state)) is not None:
+        return Conclusion(ID, DISTURBED, trouble, (roofs, phases))
+    return Conclusion(ID, SHOWN, Finding("measured", {"ratio": found[PREFILL] / found[DECODE]}), (roofs, phases))
 
 
-def verdict_text(records: Sequence[RooflineRecord], t: Words) -> tuple[bool | None, str]:
-    shown, values = verdict(records)
-    return shown, t("roofline.shown", **values) if shown else t("roofline.not_shown")
-
-
-TABLE = Table((("round", "round", 5), ("kind", "kind", 9), ("value", "value", 18), ("unit", "unit", 8),
-               ("how", "how", 60)))
-
-
-def cli_lines(records: Sequence[Any]) -> Iterator[str]:
-    found = summarize(records) or {}
-    if BANDWIDTH in found and COMPUTE in found:
-        yield (f"Experiment 5: compute {si(found[COMPUTE], 'FLOP/s')}, bandwidth {si(found[BANDWIDTH], 'B/s')}: "
-               f"the ridge point is {found[COMPUTE] / found[BANDWIDTH]:.1f} FLOP per byte.")
-    if PREFILL in found and DECODE in found:
-        yield (f"One request: prefill {found[PREFILL]:,.1f} tokens/s, decode {found[DECODE]:,.1f} tokens/s "
-               f"({found[PREFILL] / found[DECODE]:.1f}x).")
+TABLE = Table((("round", "round", 5), ("kind", "kind", 9), ("figure", "value", 18), ("how", "how", 60)))
 
 
 EXPERIMENT = Experiment(
     id=ID, title="this machine's compute and bandwidth roofs; one request's prefill and decode",
     icon=":material/roofing:", settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize,
-    verdict=verdict, verdict_text=verdict_text, cli_lines=cli_lines, table=TABLE, record=RooflineRecord,
+    conclude=conclude, table=TABLE, record=RooflineRecord,
     records="roofline", options=OPTIONS, sample=SAMPLE, default=False)

@@ -1,7 +1,8 @@
-"""One self-contained HTML file for one run or a comparison: charts, verdicts, tables, settings, sources.
+"""One self-contained HTML file for one run or a comparison: charts, conclusions, tables, settings, sources.
 
 Every registered experiment is reported the same way: its charts are the pages' own (`core.charts.CHARTS`,
-embedded as Vega-Lite) and its verdict is the pages' sentence (`Experiment.verdict_text`).
+embedded as Vega-Lite) and its conclusion is the pages' (`core.conclusions.conclusion_of`, rendered from the same
+words).
 
 It opens anywhere with the network off: Vega, Vega-Lite and Vega-Embed are inlined from
 ``core/report/vendor/`` (versions in `VENDORED`, licences beside them), never loaded from a CDN.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -21,8 +22,10 @@ from typing import Any
 import altair as alt
 
 from core.charts import CHARTS, RunView
+from core.conclusions import MachineState, conclusion_of, paragraph
 from core.experiments import EXPERIMENTS
 from core.export import Record
+from core.roofline.report import si
 from core.store.dates import run_date
 from core.store.db import SavedRun
 from core.store.machine import machine_name
@@ -83,12 +86,41 @@ def _records_table(records: Sequence[Record]) -> str:
     return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
 
-def _pairs(data: dict[str, Any]) -> str:
-    def text(value: Any) -> str:
-        return _e(json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value)
+UNITS = {"roof.memory.value": "B/s", "roof.compute.value": "FLOP/s"}  # a figure's unit where its key says it
 
-    rows = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'>{text(v)}</td></tr>" for k, v in data.items())
+
+def _flat(data: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested tables as dotted keys (``roof.memory.value``), so no cell holds a JSON blob."""
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            yield from _flat(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _shown(key: str, value: Any) -> str:
+    """A value as a reader reads it: large figures with an SI prefix and their unit (``8.09 GB/s``, never
+    8092695617.426293), other floats to 3 significant digits, lists joined."""
+    if isinstance(value, float):
+        return si(value, UNITS.get(key, "")).strip() if abs(value) >= 1e4 else f"{value:.3g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_shown(key, v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _pairs(data: Mapping[str, Any]) -> str:
+    rows = "".join(f"<tr><th class='l'>{_e(k)}</th><td class='l'>{_e(_shown(k, v))}</td></tr>" for k, v in _flat(data))
     return f"<table>{rows}</table>"
+
+
+def _concluded(saved: SavedRun, records: Sequence[Record], t: Words) -> str:
+    """One run's conclusion (the one kept with it, else computed from its records and state), as the pages say it."""
+    state, stored = saved.machine.get("state"), saved.summary.get("conclusion")
+    found = conclusion_of(EXPERIMENTS[saved.experiment], records,
+                          MachineState.from_dict(state) if isinstance(state, Mapping) else None,
+                          stored if isinstance(stored, Mapping) else None)
+    return (f"<li class='{'shown' if found.shown else 'not'}'><b>{_e(saved.label)}</b>: "
+            f"{_e(paragraph(found, t))}</li>")
 
 
 def status_word(t: Words, status: str) -> str:
@@ -120,11 +152,7 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
             specs[chart_id] = _embedded(chart)
             parts.append(f"<div class='chart' id='{chart_id}'></div>")
         parts.append(f"<h3>{_e(t('report.verdict'))}</h3><ul>")
-        for saved, records in group:
-            verdict_text = EXPERIMENTS[experiment].verdict_text
-            assert verdict_text is not None  # set by Experiment.__post_init__
-            shown, sentence = verdict_text(records, t)
-            parts.append(f"<li class='{'shown' if shown else 'not'}'><b>{_e(saved.label)}</b>: {_e(sentence)}</li>")
+        parts += [_concluded(saved, records, t) for saved, records in group]
         parts.append("</ul>")
         for saved, records in group:
             parts.append(f"<h3>{_e(saved.label)}</h3>")

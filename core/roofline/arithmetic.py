@@ -29,7 +29,7 @@ PREFILL = "prefill"
 DECODE = "decode"
 UBATCH = 512  # llama-server's default -ub: a prompt is computed 512 tokens per weight read
 RATIO_SPREAD = 2.0  # a measured prefill:decode ratio within [R / 2, 2 R] agrees with the prediction R
-# Batching is shown by a gain of at least 1.3x (core.experiments.batch.batch_verdict). The bound G
+# Batching is shown by a gain of at least 1.3x (core.experiments.batch.MIN_GAIN, in its `conclude`). The bound G
 # assumes perfect batching; on the 2-core Zen 1 a bound of 1.7 gave 1.10 measured, so a machine whose bound is
 # under 2 cannot show the effect at all (README, "What your machine can show").
 MIN_SHOWABLE_GAIN = 2.0

@@ -41,6 +41,8 @@ def test_captured_anthropic_log_shows_format_audit_and_measured_hits(fake_api):
     measured = next(d.value for d in at.dataframe if "measured" in d.value.columns)
     assert list(measured["measured"]) == [0, 1400, 0, 0]
     assert measured["verdict"].iloc[3].startswith("the prefix was intact but the provider read less")
+    assert any(w.value.startswith("Round 4 missed on Anthropic's side, not in your prompt: it kept its first 1,513 "
+                                  "tokens from round 3") for w in at.warning)
     audit = next(d.value for d in at.dataframe if "issues" in d.value.columns)
     assert audit["issues"].str.contains("a timestamp or id sits before it").all()
     assert at.selectbox(key="doctor_rule_transcript").value == "Anthropic"

@@ -29,8 +29,8 @@ def test_provider_diagnosis_unexplained_miss_and_timeline(fake_api):
     diagnosis = next(d.value for d in at.dataframe if "provider's reason" in d.value.columns)
     assert list(diagnosis["provider's reason"]) == ["system_changed", "messages_changed"]
     assert list(diagnosis["verdict"]) == ["agrees", "disagrees"]
-    assert any("Round 3: the prefix was intact" in w.value and "exceeds the cache's lifetime" in w.value
-               for w in at.warning)
+    assert any(w.value.startswith("Round 3 missed on Anthropic's side, not in your prompt")
+               and "exceeds the cache's lifetime" in w.value for w in at.warning)  # its lifetime ran out: theirs
     assert any("the line is the provider's cache lifetime (300 s)" in c.value for c in at.caption)
 
 

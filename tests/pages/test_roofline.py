@@ -74,15 +74,15 @@ def test_slow_cpu_page_says_batching_cannot_show_here(tmp_path: Path, monkeypatc
 def test_fast_cpu_page_says_batching_can_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, text = batch_page(tmp_path, monkeypatch, FAST, levels([60.0, 210.0], [420.0, 430.0]), "desktop levels")
     assert "at most about **7.1x** here" in text and "enough room to show the effect" in text
-    assert "Decode gained 3.50x of the at most 7.1x" in text
+    assert "Decode gained 3.50x of the at most 7.1x batching allows here" in text
 
 
 @pytest.mark.slow
 def test_a_run_short_of_the_bound_is_told_why_not_to_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One core on the prebuilt engine: the roofs allowed 2.8x, the run measured 1.2x (38 -> 47 tokens/s)."""
     _, text = batch_page(tmp_path, monkeypatch, FAST, levels([38.5, 47.4], [113.0, 82.9]), "one core")
-    assert "Not shown by this run: decode throughput went 1.2x" in text
-    assert "at most 7.1x here, and that is an upper bound: this engine reached 1.23x" in text
+    assert "Not shown by this run: decode throughput grew only 1.23x from 1 to 4 streams" in text
+    assert "Decode gained 1.23x of the at most 7.1x batching allows here (from the two roofs" in text
     assert "run again" not in text.lower()
 
 
@@ -112,7 +112,8 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     # the run's four figures, then this machine's roofs as cached for every page
     assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Prefill", "Decode",
                                             "Compute peak", "Memory bandwidth", "Ridge point"]
-    assert any(s.value.startswith("Measured: the ridge point is") for s in at.success)
+    assert any(s.value.startswith("Measured: on this backend prefill ran ") and "the ridge point is" in s.value
+               for s in at.success)
     assert (tmp_path / "prefill-lab" / "roofline.json").is_file()
     frames = [d.value for d in at.dataframe]
     records = next(f for f in frames if "kind" in f)
@@ -201,3 +202,19 @@ def test_a_run_on_a_busy_machine_says_so_beside_the_verdict(tmp_path: Path, monk
     cpu = at.session_state["history"]["output"][-1].settings["cpu"]
     assert cpu is not None and cpu["busy"], cpu
     assert any(w.value.startswith("The machine was busy: the server had") for w in at.warning)
+
+
+@pytest.mark.slow
+def test_before_a_run_the_page_asks_for_no_settings_and_names_the_chapters_marks_as_the_chapters(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache_roof(tmp_path, monkeypatch, SLOW)
+    at = app()
+    at.run()
+    at.switch_page("app_pages/roofline.py").run()
+    assert not at.exception, at.exception
+    infos = [i.value for i in at.info]
+    assert "Nothing measured yet on this machine: press Run (this experiment has no settings)." in infos
+    assert not any("Choose the settings" in text for text in infos)
+    kinds = {(v["machine"], v["kind"]) for v in chart_values(at) if "kind" in v}
+    chapter = "the chapter's measurement on its own machine (a reference, not this machine)"
+    assert ("Apple M3 Ultra", chapter) in kinds and ("Apple M3 Ultra", "measured here") not in kinds

@@ -60,10 +60,14 @@ def analysed(t: Texts, kept: dict[str, Any], name: str, item: doctor.Transcript,
 
 
 def cause_text(t: Texts, finding: doctor.RoundFinding) -> str:
-    values = {"round": finding.round, "cause": t(f"cause.{finding.cause}"), "char": finding.first_diff_char or 0,
+    char = finding.field_char if finding.field_char is not None else finding.first_diff_char
+    values = {"round": finding.round, "cause": t(f"cause.{finding.cause}"), "char": char or 0,
               "message": finding.message_index, "field": finding.field}
     if finding.message_index is not None:
         return t("doctor.broke", **values)
+    if finding.parameter is not None:
+        return t("doctor.broke_parameter", **values, parameter=finding.parameter, old=finding.old_value,
+                 new=finding.new_value)
     head = {"params": "doctor.broke_params", "model": "doctor.broke_model"}
     return t(head.get(finding.field or "", "doctor.broke_tools"), **values)
 

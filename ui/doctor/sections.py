@@ -34,6 +34,12 @@ def unexplained_section(rows: list[dict], t: Texts) -> None:
     st.subheader(t("doctor_input.unexplained_title"))
     for f in missed:
         reasons = "; ".join(t(f"unexplained.{r}") for r in f["unexplained"])
+        if f["provider_side"]:  # said as the provider's side, with the evidence, so nobody searches the prompt
+            st.warning(t("doctor_input.provider_side", round=f["round"], provider=f["provider"],
+                         kept=f["common_prefix_tokens"], previous=f["compared_with"], prompt=f["prompt_tokens"],
+                         minimum=f["minimum_tokens"] or 0, measured=f["measured_cached_tokens"],
+                         predicted=f["predicted_cached_tokens"], reasons=reasons), icon=":material/cloud_off:")
+            continue
         st.warning(t("doctor_input.unexplained", round=f["round"], provider=f["provider"],
                      measured=f["measured_cached_tokens"], predicted=f["predicted_cached_tokens"], reasons=reasons),
                    icon=":material/help:")
@@ -103,6 +109,11 @@ def billing_section(name: str, analysis: doctor.Analysis, t: Texts) -> None:
     st.info(t("doctor.bill", cached=sum(r["cached_tokens"] for r in bill), prompt=sum(r["prompt_tokens"] for r in bill),
               cost=sum(r["cost"] for r in bill), ideal_cached=sum(r["append_only_cached_tokens"] for r in bill),
               ideal=sum(r["append_only_cost"] for r in bill)))
+    measured = [(f.measured_cached_tokens, row["cached_tokens"]) for f, row in zip(analysis.findings, bill, strict=True)
+                if f.measured_cached_tokens is not None]
+    if measured:  # the provider's own count beside the simulation, never one for the other
+        st.caption(t("doctor.bill_measured", measured=sum(m for m, _ in measured), rounds=len(measured),
+                     simulated=sum(s for _, s in measured)))
     written = sum(r["written_tokens"] for r in bill)
     if written:
         st.caption(t("doctor_input.write_bill", written=written))

@@ -119,6 +119,13 @@ def backend_prediction() -> Prediction | None:
     return predict(roof, model, m.prefill_tps, m.decode_tps)
 
 
+def roof_prediction() -> Prediction | None:
+    """What the two roofs alone predict for the selected backend (its G is the roofs' ratio, never a measured one):
+    what a sentence that says "the roofline predicts" quotes."""
+    roof, model = backend_roof(), backend_model()
+    return None if roof is None or model is None else predict(roof, model)
+
+
 def points_table(points: Sequence[PhasePoint]) -> list[dict[str, object]]:
     return [{"phase": p.measurement.phase, "run": p.measurement.label, "N": p.measurement.streams,
              "tokens/s": round(p.measurement.tps, 1), "FLOP/s": p.flops_per_s, "bytes/s": p.bytes_per_s,
@@ -138,7 +145,8 @@ def chart_marks(t: Texts, roof: Roof | None, model: ModelFacts | None
         marks += [Marked(roof.machine, p) for p in mine]
     if roof is not mac:
         roofs.append(mac)
-    marks += [Marked(mac.machine, place(mac, CHAPTER_MODEL, m)) for m in chapter_points(t("roofline.mac_label"))]
+    marks += [Marked(mac.machine, place(mac, CHAPTER_MODEL, m), chapter=True)
+              for m in chapter_points(t("roofline.mac_label"))]
     if roof is not gpu:
         roofs.append(gpu)
     gpu_model, gpu_label = model or CHAPTER_MODEL, t("roofline.gpu_label")
@@ -184,17 +192,15 @@ def ratio_verdict(t: Texts, measured_ratio: float) -> str:
     return t(key, ratio=p.ratio, measured=measured_ratio, spread=RATIO_SPREAD)
 
 
-def batch_verdict_note(t: Texts, gain: float | None, shown: bool | None = None) -> tuple[bool, str]:
-    """After experiment 4: (whether this machine can show batching at all, the sentence comparing with G).
-
-    G is an upper bound: a run that fell short of showing it (``shown`` False) on a machine that could is
-    told so, and why, not to run again (one core on the prebuilt engine: 1.2x measured of 2.8x allowed)."""
+def batch_bound_note(t: Texts, gain: float | None) -> str:
+    """After experiment 4: its measured decode gain beside the most the roofs allow here ("" without a prediction),
+    chosen by those two numbers alone. A gain above the bound is no batching the roofs allow: a level was slowed."""
     p = backend_prediction()
     if p is None or gain is None:
-        return True, ""
-    if p.can_show_batching and shown is False:
-        return True, t("roofline.exp4_short", gain=gain, bound=p.gain_bound)
-    if p.can_show_batching:
-        return True, t("roofline.exp4_verdict", gain=gain, bound=p.gain_bound)
-    return False, t("roofline.exp4_cannot", gain=gain, bound=p.gain_bound, threshold=MIN_SHOWABLE_GAIN)
-
+        return ""
+    if gain > p.gain_bound:
+        key = "roofline.exp4_above"
+    else:
+        key = "roofline.exp4_verdict" if p.can_show_batching else "roofline.exp4_cannot"
+    return t(key, gain=gain, bound=p.gain_bound, threshold=MIN_SHOWABLE_GAIN,
+             source=t(f"roofline.gain_from_{p.gain_from}"))

@@ -70,3 +70,4 @@ class Records:
     done: str = "common.done"  # formatted with n
     stopped: str = "common.stopped"  # formatted with n
     failed: str = "common.failed"  # before the failed record's name and error
+    empty: str = "common.no_rounds"  # before any run ("common.no_run" for an experiment without settings)

@@ -3,28 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import streamlit as st
 
+from core.charts.base import RunView
 from core.experiments import batch, input_length, output_length, prefix_cache
 from core.experiments.batch import BatchSummary, summarize_batch
 from core.export import Record
 from core.records import RoundResult
+from core.runs.runner import BackgroundRun
 from ui.runs.saved import latest_saved
 
 R = TypeVar("R", bound=Record)
 
 
-def rows_of(experiment: str, kind: type[R]) -> list[R]:
-    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything: this
-    session's, else the newest saved one (a reload or a restart keeps the numbers)."""
+def view_of(run: BackgroundRun) -> RunView[Any]:
+    """A run as its page concludes it: its records, and the machine's state and the conclusion kept with it where
+    it carries them (a finished or a saved run)."""
+    return RunView(run.label, run.rows, getattr(run, "state", None), getattr(run, "conclusion", None))
+
+
+def newest(experiment: str) -> RunView[Any] | None:
+    """The newest run of ``experiment`` that measured anything: this session's, else the newest saved one (a reload
+    or a restart keeps the numbers and the conclusion)."""
     for run in reversed(st.session_state.get("history", {}).get(experiment, [])):
-        rows = [r for r in run.rows if isinstance(r, kind) and not r.error]
-        if rows:
-            return rows
+        if any(not r.error for r in run.rows):
+            return view_of(run)
     saved = latest_saved(experiment)
-    return [r for r in saved.rows if isinstance(r, kind) and not r.error] if saved else []
+    return view_of(saved) if saved else None
+
+
+def rows_of(experiment: str, kind: type[R]) -> list[R]:
+    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything (`newest`)."""
+    view = newest(experiment)
+    return [r for r in view.rows if isinstance(r, kind) and not r.error] if view else []
 
 
 @dataclass

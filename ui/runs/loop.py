@@ -22,10 +22,13 @@ from typing import Any
 import streamlit as st
 
 from core.charts.base import RunView
+from core.conclusions import Conclusion, conclusion_of, paragraph
+from core.experiments import EXPERIMENTS
 from core.runs.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from ui.runs.contract import DrawRuns, Records
 from ui.runs.controls import history
 from ui.runs.downloads import EXPLAINED_COLUMNS, ROUNDS, offer_downloads
+from ui.runs.history import view_of
 from ui.runs.saved import (
     run_store,
     saved_compare,
@@ -91,7 +94,7 @@ def redraw_due(since_last_s: float, last_cost_s: float) -> bool:
 def _draw_rounds(t: Texts, run: BackgroundRun, snap: Snapshot, draw: DrawRuns, records: Records,
                  compare: Sequence[RunView[Any]]) -> None:
     """The page's metrics, charts and verdict over this run and the compared ones, then the table of records."""
-    draw([RunView(run.label, snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
+    draw([view_of(run)._replace(rows=snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
     busy_note(t, run.settings.get("cpu"))
     st.subheader(t("common.table"))
     st.dataframe(
@@ -109,7 +112,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
     session_only = [r for r in history(experiment) if r is not run and r.rows and r.settings.get("recorded")]
     compare_ids, compare = saved_compare(t, experiment, run.run_id if run else None, session_only)
     if run is None:
-        st.info(t("common.no_rounds"))
+        st.info(t(records.empty))
         saved_list(t, experiment)
         return
     if run.active:  # the page shows its own progress and Stop; Streamlit's animated one would cost the browser
@@ -163,11 +166,16 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
 
 
 
-def explain(t: Texts, section: str, shown: bool | None, verdict_text: str) -> None:
-    """'What you should see' beside 'what this run showed'."""
+def explain(t: Texts, section: str, run: RunView[Any] | None, notes: Sequence[str] = ()) -> Conclusion | None:
+    """'What you should see' beside 'what this run showed': the run's one conclusion (`conclusion_of`: the one kept
+    with it, else computed from its records and the machine's state), in the reader's words, then the page's
+    ``notes`` (what this machine's roofs allow beside it). Returns the conclusion, for the page's own use."""
+    conclusion = conclusion_of(EXPERIMENTS[section], run.rows, run.state, run.conclusion) if run is not None else None
+    text = " ".join([paragraph(conclusion, t) if conclusion else "", *[n for n in notes if n]])
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{t('common.what_to_see')}**  \n" + t.rich(f"{section}.expect"), unsafe_allow_html=True)
     with right:
         st.markdown(f"**{t('common.verdict')}**")
-        (st.success if shown else st.info)(verdict_text)
+        (st.success if conclusion and conclusion.shown else st.info)(text)
+    return conclusion

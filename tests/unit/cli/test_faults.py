@@ -112,4 +112,4 @@ def test_ctrl_c_writes_what_was_measured_then_exits_130(tmp_path: Path) -> None:
     rounds = json.loads(json_out.read_text())["rounds"]
     assert len(rounds) == 2 and all(r["output_tokens"] == 6 and not r["error"] for r in rounds)
     assert len(list(csv.DictReader(csv_out.open()))) == 2
-    assert "Experiment 2: decode" in out  # the summary of what was measured
+    assert "Decode ran at " in out  # the conclusion over what was measured

@@ -67,14 +67,17 @@ def test_a_span_without_its_prompt_is_named_and_gets_no_verdict():
         document["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = variant
         rounds += traces.read_documents([("t", json.loads(json.dumps(document)))]).rounds
     assert [r.gap for r in rounds][0] is None
-    assert rounds[1].gap == "the span records no prompt (content capture is off in this instrumentation)"
+    assert rounds[1].gap == ("the span records no prompt in its attributes or its events (content capture "
+                             "is off in this instrumentation, or the content went to its logs)")
     assert rounds[2].gap.startswith("gen_ai.input.messages is not whole JSON (64 characters")
     analysis = doctor.analyse(doctor.Transcript(rounds, [], "trace"))
+    # the last span holds its prompt again: compared with the last whole round (the first), not left uncompared
     assert [f.cause for f in analysis.findings] == [doctor.NONE, doctor.NOT_COMPARED, doctor.NOT_COMPARED,
-                                                    doctor.NOT_COMPARED]
-    assert analysis.findings[3].not_compared.startswith("the round before it is not whole")
-    assert all(f.verdict is None and not f.breaks_cache for f in analysis.findings[1:])
-    assert analysis.continuations() == {doctor.NOT_COMPARED: 3}
+                                                    doctor.NONE]
+    assert analysis.findings[3].compared_with == 1
+    assert all(not f.breaks_cache for f in analysis.findings[1:])
+    assert all(f.verdict is None for f in analysis.findings[1:3])
+    assert analysis.continuations() == {doctor.NOT_COMPARED: 2, doctor.EARLIER: 1}
 
 
 def test_a_request_log_is_never_read_as_a_trace():

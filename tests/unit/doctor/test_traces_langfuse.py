@@ -64,13 +64,16 @@ def test_flattened_text_input_is_named_never_guessed():
 
 def test_generations_are_grouped_by_session_and_ordered_in_time():
     """pydantic-ai's four generations (two agents, GenAI ``parts`` messages) are listed out of time order in the
-    file; the rounds come in time order. Two carry tool calls without the tool list: no verdict for them."""
+    file; the rounds come in time order. The tool lists are in the kept span's ``model_request_parameters``
+    (pydantic-ai's ``function_tools`` and ``output_tools``): every round is read whole, with its tools."""
     document = json.loads((LANGFUSE / "pydantic-ai-tools-2025-12-04.json").read_text())
     listed = [o["startTime"] for o in document["observations"] if o["type"] == "GENERATION"]
     transcript = _read("pydantic-ai-tools-2025-12-04")
     times = [r.time.isoformat() for r in transcript.rounds if r.time]
     assert times == sorted(times) and listed != sorted(listed)
-    assert [r.gap is None for r in transcript.rounds] == [True, False, False, True]
+    assert [r.gap is None for r in transcript.rounds] == [True] * 4
+    assert transcript.rounds[1].tool_names()[:2] == ["get_pun_suggestion", "get_dad_joke_suggestion"]
+    assert transcript.rounds[3].tool_names() == ["final_result"]
     assert transcript.rounds[0].chat[0]["role"] == "system"
     assert transcript.rounds[3].chat[0]["content"].startswith("You are a joke critic.")
 

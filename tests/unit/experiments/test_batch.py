@@ -16,16 +16,19 @@ from core.backends import OpenAICompatBackend
 from core.backends.connect import Connection, Target, open_connection
 from core.backends.tokens import EstimatingTokenCounter
 from core.cli.main import main
+from core.conclusions import NO_DATA, NOT_SHOWN, SHOWN, conclusion_of, paragraph
 from core.engine.server import LocalServer
 from core.experiments import EXPERIMENTS, batch
 from core.experiments.base import RunContext
-from core.experiments.batch import BatchLevel, batch_verdict, levels_that_fit, server_slots, summarize_batch
+from core.experiments.batch import BatchLevel, levels_that_fit, server_slots, summarize_batch
 from core.export import from_json, to_csv, to_json
 from core.hosting import Refused, load_settings
 from core.runs.runner import DONE, BackgroundRun
 from core.stats import nearest_rank
+from core.words import ContentWords
 from tests.support.apptest import api_state, app
 from tests.support.fake_openai import FakeOpenAIServer, Handler
+from ui.runs.history import view_of
 
 
 def _overlap_s(level: BatchLevel, phase: str) -> float:
@@ -55,11 +58,14 @@ def test_verdict_needs_decode_to_grow_while_prefill_stays_flat():
         return [BatchLevel(n, aggregate_decode_tps=d, per_stream_decode_tps=d / n, aggregate_prefill_tps=p)
                 for n, d, p in zip([1, 2, 4, 8][: len(decode)], decode, prefill, strict=True)]
 
-    shown, values = batch_verdict(curve([81, 104, 141, 177], [325, 299, 327, 294]))  # the CPU numbers
-    assert shown is True and round(values["decode_gain"], 1) == 2.2 and values["n2"] == 8
-    assert batch_verdict(curve([81, 80, 82, 79], [325, 299, 327, 294]))[0] is False  # decode did not grow
-    assert batch_verdict(curve([81, 104, 141, 177], [300, 450, 600, 900]))[0] is False  # prefill grew as much
-    assert batch_verdict(curve([81], [325])) == (None, {})
+    found = batch.conclude(curve([81, 104, 141, 177], [325, 299, 327, 294]), None)  # the CPU numbers
+    assert found.status == SHOWN and found.decided_by is not None
+    assert round(float(found.decided_by.values["gain"] or 0), 1) == 2.2 and found.decided_by.values["n2"] == 8
+    flat = batch.conclude(curve([81, 80, 82, 79], [325, 299, 327, 294]), None)  # decode did not grow
+    assert (flat.status, flat.decided_by.key if flat.decided_by else None) == (NOT_SHOWN, "decode_short")
+    rising = batch.conclude(curve([81, 104, 141, 177], [300, 450, 600, 900]), None)  # prefill grew as much
+    assert (rising.status, rising.decided_by.key if rising.decided_by else None) == (NOT_SHOWN, "prefill_not_flat")
+    assert batch.conclude(curve([81], [325]), None).status == NO_DATA
     assert batch.plan(batch.Settings((1, 2, 4, 8))).requests == 31 and batch.plan(batch.Settings(())).requests == 0
 
 
@@ -179,14 +185,14 @@ def test_cli_only_batch_writes_one_record_per_level(fake_api, tmp_path, capsys):
                 "ttft_p99_ms", "itl_p50_ms", "error"):
         assert all(key in lv for lv in levels), key
     printed = capsys.readouterr().out
-    assert "decode/s" in printed and "Experiment 4: decode" in printed
+    assert "decode/s" in printed and "Decode throughput, all streams: " in printed
 
 
 def test_the_summary_says_no_data_where_a_level_measured_none():
     levels = [BatchLevel(1, aggregate_decode_tps=90.0, per_stream_decode_tps=90.0),
               BatchLevel(2, aggregate_decode_tps=120.0, per_stream_decode_tps=60.0)]  # no prefill phase measured
-    line = next(batch.cli_lines(levels))
-    assert "each stream 90 -> 60 tokens/s" in line and "prefill no data -> no data tokens/s" in line
+    said = paragraph(batch.conclude(levels, None), ContentWords("en"))
+    assert "Each stream: 90.0 → 60.0 tokens/s." in said and "Prefill" not in said
 
 
 @pytest.mark.llama
@@ -236,8 +242,10 @@ def test_page_in_chinese_and_the_home_page_quotes_the_sweep(fake_api):
     assert any("完成：2 档。" in s.value for s in at.success)
     assert any(m.value.startswith("**输出 ÷ 输入**\n- gpt-4.1: **4.0×**") for m in at.markdown)
     assert any("这次运行：单条流时" in m.value and "2 条流共用每一步时" in m.value for m in at.markdown), "price lens"
+    view = view_of(at.session_state["history"]["batch"][-1])
+    said = paragraph(conclusion_of(batch.EXPERIMENT, view.rows, view.state, view.conclusion), ContentWords("zh"))
     at.switch_page("app_pages/home.py").run()
-    assert any("实验 4：同时请求数从 1 增加到 2" in m.value for m in at.markdown)
+    assert any(f"**实验 4 · 多个请求同时进行** · {said}" in m.value for m in at.markdown)  # the page's conclusion
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ conclusion on made-up, perturbed and recorded steps, then both ways on the real 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -14,7 +15,7 @@ from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.openai_compat import OpenAICompatBackend
 from core.backends.tokens import EstimatingTokenCounter
-from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, MachineState, render
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, MachineState, conclusion_of, paragraph, render
 from core.experiments import kv_cache as kv
 from core.experiments.base import RunContext
 from core.words import ContentWords
@@ -115,7 +116,7 @@ def test_a_run_as_predicted_is_shown_by_its_parabola_with_every_number_its_own()
     assert claims["slower"]["ratio"] == pytest.approx(sum(times(records, kv.RECOMPUTED)) / sum(times(records,
                                                                                                       kv.CACHED)))
     text = sentences(found)["en"]
-    assert text.startswith("Shown.") and f"{values['rise']:.1f}x one in the first quarter" in text
+    assert text.startswith("Shown:") and f"{values['rise']:.1f}x one in the first quarter" in text
     assert re.search(r"(?<![\w.])[-−]\d", text) is None, text  # no negative number anywhere in a shown run
 
 
@@ -163,7 +164,7 @@ def test_contended_cached_steps_disturb_the_run_instead_of_missing_the_predictio
     predicted = claims["ways_predicted"]
     assert predicted["cached"] == 23.0 and predicted["cached_predicted"] == pytest.approx(13.4)
     text = sentences(found)["en"]
-    assert text.startswith("Disturbed:") and "32 of the 128 steps with the cache took over 3x" in text
+    assert text.startswith("Disturbed,") and "32 of the 128 steps with the cache took over 3x" in text
 
 
 def test_a_few_slow_cached_steps_are_counted_but_do_not_disturb():
@@ -177,7 +178,7 @@ def test_a_busy_meter_disturbs_a_clean_run():
     state = MachineState(measured=True, server_share=0.52, others_s=40.0, load=3.2, cores=2, busy=True)
     found = kv.conclude(run_of(32, 128, IDLE_PREFILL, 15.0), state)
     assert found.status == DISTURBED and found.decided_by.key == "busy"
-    assert found.decided_by.values == {"share": pytest.approx(52.0), "load": 3.2}
+    assert found.decided_by.values == {"share": pytest.approx(52.0), "others": 40.0}
     assert "52 %" in sentences(found)["en"] and "52 %" in sentences(found)["zh"]
 
 
@@ -189,7 +190,7 @@ def test_different_answers_too_few_steps_and_no_slowdown_are_named():
     assert "same" not in [c.key for c in different.claims]
     nothing = kv.conclude(run_of(n=20)[:22], None)  # the recomputed way has measured nothing yet
     assert nothing.status == NO_DATA and nothing.decided_by.values == {"steps": 1}
-    assert nothing.shown is None and sentences(nothing)["en"].startswith("No conclusion yet.")
+    assert nothing.shown is None and sentences(nothing)["en"].startswith("Not enough measured yet:")
     swapped = run_of(n=20)
     for r in swapped:
         r.way = kv.RECOMPUTED if r.way == kv.CACHED else kv.CACHED
@@ -198,13 +199,15 @@ def test_different_answers_too_few_steps_and_no_slowdown_are_named():
     assert found.decided_by.values["ratio"] < 1
 
 
-def test_the_page_and_report_sentence_is_the_conclusion():
-    """verdict/verdict_text are read off conclude (Experiment.__post_init__): no second wording."""
+def test_the_conclusion_is_stored_and_read_back_as_it_was():
+    """Page, report and CLI ask `conclusion_of`: a run's stored conclusion (after an export) wins over its records."""
     records = run_of(32, 128, IDLE_PREFILL, 15.0)
-    words = ContentWords("en")
     found = kv.conclude(records, None)
-    assert kv.EXPERIMENT.verdict_text(records, words) == (True, " ".join(render(found, words)))
-    assert list(kv.EXPERIMENT.cli_lines(records)) == []  # the CLI prints the conclusion (issue 31)
+    stored = json.loads(json.dumps(found.to_dict()))
+    assert conclusion_of(kv.EXPERIMENT, records, None, stored) == found
+    assert conclusion_of(kv.EXPERIMENT, records[:5], None, stored) == found  # not recomputed from fewer records
+    words = ContentWords("zh")
+    assert paragraph(found, words) == " ".join(render(found, words))
 
 
 def test_the_recorded_sample_concludes_with_its_own_numbers():

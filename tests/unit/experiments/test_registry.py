@@ -93,7 +93,4 @@ def test_each_experiment_declares_itself_in_its_own_module():
     for spec in EXPERIMENTS.values():
         module = sys.modules[spec.rounds.__module__]
         assert module.EXPERIMENT is spec and module.ID == spec.id
-        if spec.conclude is not None:  # issue 31: its conclusion words its results everywhere (page, report, CLI)
-            assert spec.conclude.__module__ == module.__name__
-        else:
-            assert spec.verdict_text.__module__ == spec.cli_lines.__module__ == module.__name__
+        assert spec.conclude.__module__ == module.__name__

@@ -1,4 +1,4 @@
-"""Summaries, verdicts and the CLI's summary lines never invent a number.
+"""Summaries and conclusions (what the CLI, the pages and the report say) never invent a number.
 
 The rounds are built by hand: the case from the issue is a server killed during experiment 3's
 second strategy, leaving four append-only rounds against one timestamp-first round.
@@ -6,15 +6,15 @@ second strategy, leaving four append-only rounds against one timestamp-first rou
 
 from __future__ import annotations
 
+from core.conclusions import NO_DATA, SHOWN, render
 from core.experiments import EXPERIMENTS, input_length, output_length, prefix_cache
-from core.experiments.output_length import output_verdict
-from core.experiments.prefix_cache import cache_verdict
 from core.records import RoundResult
+from core.words import ContentWords
 
 
 def summary_lines(rows: list[RoundResult]) -> list[str]:
-    """What `python -m core` prints after a run of every experiment."""
-    return [line for spec in EXPERIMENTS.values() for line in spec.cli_lines(rows)]
+    """The sentences `python -m core` prints after a run of every experiment (`core.cli.main._report`)."""
+    return [line for spec in EXPERIMENTS.values() for line in render(spec.conclude(rows, None), ContentWords("en"))]
 
 
 def cache_row(strategy: str, round_no: int, recomputed: int | None, prompt: int = 2000, ttft: float = 100.0,
@@ -51,17 +51,19 @@ def test_no_shared_round_no_ratio():
 
 
 def test_report_says_no_data_instead_of_zero():
-    lines = list(summary_lines(KILLED))
-    stamp = next(line for line in lines if "[timestamp_first]" in line)
-    assert "a median no data recomputed, TTFT no data" in stamp
-    assert " 0 recomputed" not in stamp and "TTFT 0 ms" not in stamp
-    assert "timestamp_first recomputed 1.0x the tokens append_only did (round 1, measured for both)." in lines
+    """Timestamp-first measured only round 1: nothing compares, so no conclusion, and no zero stands for a figure."""
+    found = prefix_cache.conclude(KILLED, None)
+    assert (found.status, found.decided_by.key if found.decided_by else None) == (NO_DATA, "too_few")
+    lines = summary_lines(KILLED)
+    assert not any(" 0 recomputed" in line or "TTFT of 0 ms" in line for line in lines)
 
 
 def test_report_with_no_successful_rounds_invents_nothing():
     failed = [RoundResult("output", 1, output_tokens=None, error="HTTP 500"),
               RoundResult("input", 1, error="HTTP 500")]
-    assert list(summary_lines(failed)) == []
+    for module in (input_length, output_length, prefix_cache):
+        found = module.conclude(failed, None)
+        assert found.status == NO_DATA and found.claims == (), found
     assert output_length.summarize_output(failed).ms_per_output_token is None
     assert input_length.summarize_input(failed).prefill_tps is None
 
@@ -71,26 +73,31 @@ def test_report_names_who_timed_each_figure():
                         prefill_source="server"),
             RoundResult("output", 1, output_tokens=33, ms_per_output_token=25.0, total_ms=900.0,
                         decode_source="client")]
-    lines = list(summary_lines(rows))
-    assert lines[0] == "Experiment 1: prefill 2,000 tokens/s (timed by the server)"
-    assert lines[1] == "Experiment 2: decode 40.0 tokens/s (25.0 ms per output token, timed by the client)"
+    lines = summary_lines(rows)
+    assert ("Prefill rate as the median of the rounds' own rates (prompt tokens ÷ prefill time, timed by the "
+            "server): 2,000 tokens/s.") in lines
+    assert "Decode ran at 40.0 tokens/s (25.0 ms per output token, timed by the client (the stream's clock))." in lines
 
 
-def test_cache_verdict_needs_a_later_round_measured_by_both():
-    assert cache_verdict(KILLED) == (False, {})
+def test_cache_conclusion_needs_a_later_round_measured_by_both():
     both = [*KILLED[:5], cache_row("timestamp_first", 2, 1990, ttft=880)]
-    shown, values = cache_verdict(both)
-    assert shown and values["rounds"] == 1 and (values["append"], values["breaker"]) == (20, 1990)
+    found = prefix_cache.conclude(both, None)
+    assert found.status == SHOWN and found.decided_by is not None and found.decided_by.key == "tokens"
+    values = found.decided_by.values
+    assert values["rounds"] == 1 and (values["append"], values["breaker"]) == (20, 1990)
 
 
-def test_cache_verdict_without_counts_uses_ttft_on_the_same_rounds():
+def test_cache_conclusion_without_counts_uses_ttft_on_the_same_rounds():
     rows = [cache_row("append_only", n, None, ttft=t) for n, t in ((1, 900), (2, 60), (3, 2000))]
     rows += [cache_row("timestamp_first", n, None, ttft=t) for n, t in ((1, 900), (2, 880))]
-    shown, values = cache_verdict(rows)
-    assert shown and (values["by"], values["append"], values["breaker"]) == ("time", 60, 880)  # round 3 is not compared
+    found = prefix_cache.conclude(rows, None)
+    assert found.status == SHOWN and found.decided_by is not None
+    assert (found.decided_by.key, found.decided_by.values["append"], found.decided_by.values["breaker"]) == (
+        "time", 60, 880)  # round 3 is not compared
 
 
-def test_output_verdict_without_timings_is_not_a_verdict():
+def test_output_without_timings_concludes_nothing():
     rows = [RoundResult("output", n, output_tokens=n * 16, ms_per_output_token=None, total_ms=100.0 * n)
             for n in (1, 2)]
-    assert output_verdict(rows) == (False, {})
+    found = output_length.conclude(rows, None)
+    assert found.status == NO_DATA and found.claims == ()

@@ -48,8 +48,6 @@ def draw(runs: Sequence[RunView[ex.KvStep]], t: Texts, key: str) -> None:
         recomputed.metric(t("kv_cache.metric_recomputed"), f"{found.recomputed_total_ms / 1000:,.2f} s")
         ratio.metric(t("kv_cache.metric_ratio"), f"{found.ratio:,.1f}x")
         memory.metric(t("kv_cache.metric_memory"), f"{found.kv_bytes / 1e6:,.2f} MB" if found.kv_bytes else "–")
-        if not found.same_answer:
-            st.error(t("kv_cache.conclusion.different", step=found.first_difference), icon=":material/warning:")
     left, right = st.columns(2)
     step, total = step_chart(rows, t), total_chart(rows, t)
     if step is not None:

@@ -12,13 +12,13 @@ import logging
 import streamlit as st
 
 from ui.navigation import PAGES
-from ui.runs.saved import visitor
+from ui.runs import hosted_visitor
 from ui.sidebar import render_sidebar
 from ui.text import texts
 
 st.set_page_config(page_title="Prefill Lab", page_icon="⏱️", layout="wide")
 t = texts()
-visitor()  # hosted mode: this visitor's id stays in the URL, so a reload finds their saved runs
+hosted_visitor()  # hosted mode: this visitor's id stays in the URL, so a reload finds their saved runs
 page = st.navigation([st.Page(p.path, title=t(p.title), icon=p.icon, default=i == 0)
                       for i, p in enumerate(PAGES)])
 try:

@@ -14,10 +14,9 @@ from core.experiments import EXPERIMENTS
 from core.experiments import batch as bt
 from core.experiments.prices import PRICE_LISTS
 from ui.roofline import batch_bound_note, roof_prediction, show_prediction
-from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
-from ui.runs.history import measured
+from ui.runs import ExperimentPlan, Records, explain, measured, run_controls, show_run
 from ui.session import BACKEND_KEY, hosted
-from ui.sidebar.engine import start_embedded
+from ui.sidebar import start_embedded
 from ui.text import Texts, texts
 
 t = texts()

@@ -14,8 +14,7 @@ from core.records import RoundResult
 from ui.doctor.findings import analysed, read_inputs, show_analysis
 from ui.doctor.fix import proven_fix_section
 from ui.doctor.samples import CHOSEN_KEY, sample_inputs
-from ui.runs import ExperimentPlan, run_controls, show_run
-from ui.runs.visitor import bounded_uploads, free_uploads_when_gone
+from ui.runs import ExperimentPlan, bounded_uploads, free_uploads_when_gone, run_controls, show_run
 from ui.session import BACKEND_KEY, hosted
 from ui.text import Texts, texts
 

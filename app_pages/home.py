@@ -7,7 +7,7 @@ from core.experiments import EXPERIMENTS
 from ui.home import TIMELINE_OUTPUT, TIMELINE_PROMPT, prefix_diagram_spec, timeline_spec
 from ui.roofline import roof_prediction
 from ui.roofline.measure import measure_machine_button
-from ui.runs.history import measured, newest
+from ui.runs import measured, newest
 from ui.text import language, texts
 
 REFERENCE_PREFILL_TPS, REFERENCE_DECODE_TPS = 4900.0, 183.0  # the chapter's Mac Studio run

@@ -10,9 +10,7 @@ from core.charts.kv_cache import memory_chart, step_chart, total_chart
 from core.experiments import EXPERIMENTS
 from core.experiments import kv_cache as ex
 from ui.roofline import backend_prediction, local_backend
-from ui.runs import explain, run_controls, show_run
-from ui.runs.contract import ExperimentPlan, Records
-from ui.runs.history import measured
+from ui.runs import ExperimentPlan, Records, explain, measured, run_controls, show_run
 from ui.text import Texts, texts
 
 

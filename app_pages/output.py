@@ -10,8 +10,7 @@ from core.experiments import EXPERIMENTS
 from core.experiments import output_length as ex
 from core.records import RoundResult
 from ui.roofline import ratio_verdict, show_prediction
-from ui.runs import ExperimentPlan, explain, run_controls, show_run
-from ui.runs.history import measured
+from ui.runs import ExperimentPlan, explain, measured, run_controls, show_run
 from ui.text import Texts, texts
 
 t = texts()

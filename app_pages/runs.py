@@ -3,15 +3,15 @@
 import streamlit as st
 
 from core.store import MEMORY
-from ui.runs.saved import (
+from ui.runs import (
     choice_label,
+    hosted_visitor,
     import_upload,
     report_maker,
     run_store,
     runs_table,
     saved_runs,
     store_notice,
-    visitor,
 )
 from ui.session import hosted
 from ui.text import texts
@@ -47,11 +47,11 @@ if "runs_chosen" in st.session_state:
 def rename(run_id: str, key: str) -> None:
     label = st.session_state[key].strip()
     if label:
-        store.rename(run_id, label, owner=visitor())
+        store.rename(run_id, label, owner=hosted_visitor())
 
 
 def delete(run_ids: list[str]) -> None:
-    st.session_state["runs_deleted"] = sum(store.delete(run_id, owner=visitor()) for run_id in run_ids)
+    st.session_state["runs_deleted"] = sum(store.delete(run_id, owner=hosted_visitor()) for run_id in run_ids)
     st.session_state["runs_chosen"] = []  # a callback runs before the widget, so it may clear it
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import altair as alt
 
-from core.charts import batch, cache, input, kv_cache, output, roofline
+from core.charts import batch, cache, conversation, input, kv_cache, output, roofline
 from core.charts.base import RunView
 from core.words import Words
 
@@ -26,6 +26,7 @@ CHARTS: dict[str, ChartsOf] = {
     "batch": batch.charts,
     "roofline": roofline.charts,
     "kv_cache": kv_cache.charts,
+    "conversation": conversation.charts,
 }
 
 __all__ = ["CHARTS", "ChartsOf", "RunView"]

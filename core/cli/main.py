@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -43,10 +45,9 @@ from core.cli.target import add_target_arguments, apply_deadline, connection_wit
 from core.conclusions import conclusion_of, paragraph
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
-from core.experiments.base import RunContext, Source, Table, exported_settings
+from core.experiments.base import Plan, RunContext, Source, Table, exported_settings
 from core.export import Record, to_csv, to_json
-from core.runs.recording import recorded
-from core.runs.runner import DONE, FAILED, STOPPED
+from core.runs import BackgroundRun, Events, NotStarted, Visit, start_run
 from core.store import RunStore
 from core.words import ContentWords
 
@@ -116,33 +117,58 @@ def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
               "with this run's, so timings may be slower than the server alone.", file=sys.stderr)
 
 
-def saving(source: Source, store: RunStore | None, experiment: str, settings: dict[str, Any],
-           label: str, secrets: Sequence[str | None]) -> Source:
-    """``source`` saved as one run (`core.runs.recording.recorded`), which ends as done, failed or stopped
-    (Ctrl-C), keeping every record written before."""
-    if store is None:
-        return source
+@dataclass(frozen=True)
+class CliOrder:
+    """One experiment of the command as `core.runs.session.start_run` takes it."""
 
-    def records(run: RunContext) -> Iterator[Record]:
-        run_id = store.begin(experiment, settings, label=label, secrets=secrets)
-        status, failed, waiting = STOPPED, False, bool(store.unsaved)
-        try:
-            for record in recorded(source, store, run_id)(run):
-                if bool(store.unsaved) != waiting:  # said when it happens, and when it is over
-                    waiting = bool(store.unsaved)
-                    print(f"warning: {store.problem}" if waiting else "The run store works again: every round "
-                          "measured so far is written.", file=sys.stderr)
-                failed = failed or bool(record.error)
-                yield record
-            status = FAILED if failed else DONE
-        finally:
-            store.finish(run_id, status)
-
-    return records
+    experiment: str
+    settings: dict[str, Any]
+    plan: Plan
+    make_source: Callable[[Connection], Source]
 
 
 def _rounds(spec: Experiment, settings: Any, run: RunContext) -> Iterator[Record]:
     return spec.rounds(run, settings)
+
+
+def _store_notes(store: RunStore | None) -> Callable[[BackgroundRun, Record], None]:
+    """Say when the store stops taking rounds, and when it works again (each round is in the table meanwhile)."""
+    waiting = [bool(store and store.unsaved)]
+
+    def heard(run: BackgroundRun, record: Record) -> None:
+        if store is not None and bool(store.unsaved) != waiting[0]:
+            waiting[0] = bool(store.unsaved)
+            print(f"warning: {store.problem}" if waiting[0] else "The run store works again: every round "
+                  "measured so far is written.", file=sys.stderr)
+
+    return heard
+
+
+def run_one(spec: Experiment, prepared: Any, conn: Connection, target: Target, store: RunStore | None,
+            saved: dict[str, Any], label: str, on_record: Callable[[BackgroundRun, Record], None]) -> BackgroundRun:
+    """One experiment through the app's own call (`core.runs.session.start_run`: saving, the meter, the
+    conclusion), on the command's connection and under its server lock; Ctrl-C stops it, keeping its records
+    and saving it as stopped, then goes on up (`KeyboardInterrupt`)."""
+    order = CliOrder(spec.id, saved, spec.plan(prepared), lambda _conn: partial(_rounds, spec, prepared))
+    notes = _store_notes(store)
+
+    def heard(run: BackgroundRun, record: Record) -> None:
+        notes(run, record)
+        on_record(run, record)
+
+    settled = threading.Event()  # waited on, not the worker thread: a join cut by Ctrl-C can lose the thread
+    run = start_run(order, target, label=lambda _conn: label, store=store, visit=Visit(log=False), connection=conn,
+                    lock=False, events=Events(on_record=heard, on_end=lambda _run: settled.set()))
+    try:
+        while not settled.wait(0.2):  # a wait with a timeout, so Ctrl-C is heard on every system
+            pass
+    except KeyboardInterrupt:
+        run.stop()
+        settled.wait()
+        raise
+    if run.error:
+        print(f"error: [{spec.id}] {run.error}", file=sys.stderr)
+    return run
 
 
 def unsaved(store: RunStore | None) -> bool:
@@ -199,22 +225,26 @@ def run_experiments(args: argparse.Namespace) -> int:
         for spec in EXPERIMENTS.values():
             settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
         shown: Table | None = None
-        interrupted = False
+        interrupted, failed = False, False
         try:
             for spec in specs:
                 print(f"[{spec.id}] running...", file=sys.stderr)
                 if spec.table is not shown:  # experiments 1-3 share one table of rounds
                     shown = spec.table
                     print(spec.table.header())
-                saved = {**connections[spec.id].describe(), "only": only, "deadline_s": args.deadline,
-                         **exported_settings(prepared[spec.id])}
-                source = partial(_rounds, spec, prepared[spec.id])
-                for record in saving(source, store, spec.id, saved, label, [target.api_key])(
-                        RunContext(connections[spec.id])):
+                saved = {"only": only, "deadline_s": args.deadline, **exported_settings(prepared[spec.id])}
+
+                def row(run: BackgroundRun, record: Record, spec: Experiment = spec) -> None:
                     records.setdefault(spec.records, []).append(record)
                     print(spec.table.row(record), flush=True)
+
+                run = run_one(spec, prepared[spec.id], connections[spec.id], target, store, saved, label, row)
+                failed = failed or bool(run.error)
         except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below
             interrupted = True
+        except NotStarted as exc:
+            print(f"error: [{spec.id}] cannot run: {exc}", file=sys.stderr)
+            return 2
     if interrupted:
         print(f"Interrupted (Ctrl-C): {sum(map(len, records.values()))} records were measured; they are kept.",
               file=sys.stderr)
@@ -223,7 +253,7 @@ def run_experiments(args: argparse.Namespace) -> int:
         return 1
     if interrupted:
         return INTERRUPTED
-    return 1 if any(r.error for kind in records.values() for r in kind) else 0
+    return 1 if failed or any(r.error for kind in records.values() for r in kind) else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,9 +16,11 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from core.conclusions import render
 from core.experiments import EXPERIMENTS
 from core.store import ImportRefused, RunStore, SavedRun, export_run, import_export, machine_name, open_store
 from core.store.dates import run_date
+from core.words import ContentWords
 
 LIST_COLUMNS = [("id", 18), ("experiment", 13), ("label", 40), ("machine", 36), ("date", 16), ("rounds", 6),
                 ("status", 8)]
@@ -81,11 +83,38 @@ def _show(store: RunStore, args: argparse.Namespace) -> int:
         return 2
     print(f"{saved.label}\n  id {saved.id} · {saved.experiment} · {saved.status} · {_date(saved)} · "
           f"{saved.rounds} rounds · {saved.source}\n  machine: {machine_name(saved.machine)}")
+    for line in _state_lines(saved) + _conclusion_lines(saved):
+        print(f"  {line}")
     print(f"  settings: {json.dumps(saved.settings, ensure_ascii=False)}")
     for record in store.records(saved.id):
         print("  " + json.dumps({k: v for k, v in record.to_dict().items() if v not in (None, "", [])},
                                 ensure_ascii=False))
     return 0
+
+
+def _state_lines(saved: SavedRun) -> list[str]:
+    """The machine during the run as the meter saw it, and the busy note the page shows beside it."""
+    state, words = saved.state, ContentWords()
+    lines = [f"machine state: {json.dumps(state.to_dict())}" if state.measured else
+             "machine state: not measured (a remote API, a run saved before it was kept, or a system that would "
+             "not tell)"]
+    if state.busy and state.server_share is not None and state.others_s is not None:
+        lines.append(words("roofline.busy", share=100 * state.server_share, others=state.others_s))
+        if state.load is not None and state.cores:
+            lines.append(words("roofline.busy_load", load=state.load, cores=state.cores))
+    return lines
+
+
+def _conclusion_lines(saved: SavedRun) -> list[str]:
+    """What the run showed, computed once as it ended, in the content's words; its key and numbers where this
+    version has no words for it (a run from a newer Prefill Lab)."""
+    conclusion = saved.conclusion
+    if conclusion is None:
+        return []
+    try:
+        return ["conclusion:", *(f"  {line}" for line in render(conclusion, ContentWords()))]
+    except (KeyError, IndexError, ValueError):
+        return [f"conclusion: {json.dumps(conclusion.to_dict(), ensure_ascii=False)}"]
 
 
 def _export(store: RunStore, args: argparse.Namespace) -> int:

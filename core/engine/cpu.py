@@ -45,15 +45,18 @@ def cpu_model() -> str:
             return " ".join(match.group(1).split())
     except OSError:
         pass
-    if platform.system() == "Darwin":
-        try:
-            out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                 timeout=2, check=False)
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+    return sysctl("machdep.cpu.brand_string") or platform.processor() or platform.machine() or "unknown CPU"
+
+
+def sysctl(name: str) -> str:
+    """A macOS ``sysctl`` value (what Linux keeps in /proc and /sys); "" elsewhere or when it has none."""
+    if platform.system() != "Darwin":
+        return ""
+    try:
+        out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=2, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 def cores() -> int:

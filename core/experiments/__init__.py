@@ -36,7 +36,7 @@ A recorded sample (``samples/*.json``, named by ``sample=``) is optional. Nothin
 
 from __future__ import annotations
 
-from core.experiments import batch, input_length, kv_cache, output_length, prefix_cache, roofline
+from core.experiments import batch, conversation, input_length, kv_cache, output_length, prefix_cache, roofline
 from core.experiments.base import Experiment, Option, Plan, RunContext
 
 EXPERIMENTS: dict[str, Experiment] = {spec.id: spec for spec in (
@@ -46,6 +46,7 @@ EXPERIMENTS: dict[str, Experiment] = {spec.id: spec for spec in (
     batch.EXPERIMENT,
     roofline.EXPERIMENT,
     kv_cache.EXPERIMENT,
+    conversation.EXPERIMENT,
 )}
 
 

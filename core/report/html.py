@@ -113,6 +113,16 @@ def _pairs(data: Mapping[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+def _busy(t: Words, saved: SavedRun) -> str:
+    """The run's busy note, as the page says it: the meter's figures kept with the run."""
+    state = saved.state
+    if not (state.busy and state.server_share is not None and state.others_s is not None):
+        return ""
+    load = "-" if state.load is None else f"{state.load:.1f}"
+    note = t("report.machine_busy", share=100 * state.server_share, others=state.others_s, load=load)
+    return f"<p class='not'>{_e(note)}</p>"
+
+
 def _concluded(saved: SavedRun, records: Sequence[Record], t: Words) -> str:
     """One run's conclusion (the one kept with it, else computed from its records and state), as the pages say it."""
     state, stored = saved.machine.get("state"), saved.summary.get("conclusion")
@@ -157,7 +167,7 @@ def build_report(entries: Sequence[ReportEntry], t: Words, lang: str = "en", gen
         for saved, records in group:
             parts.append(f"<h3>{_e(saved.label)}</h3>")
             parts.append(f"<h4>{_e(t('report.records'))}</h4>{_records_table(records)}")
-            parts.append(f"<h4>{_e(t('report.machine'))}</h4>{_pairs(saved.machine)}")
+            parts.append(f"<h4>{_e(t('report.machine'))}</h4>{_busy(t, saved)}{_pairs(saved.machine)}")
             parts.append(f"<h4>{_e(t('report.settings'))}</h4>{_pairs(saved.settings)}")
     parts.append(f"<h2>{_e(t('report.sources'))}</h2><p>{_e(t('report.sources_intro'))}</p><dl>")
     parts += [f"<dt>{_e(c)}</dt><dd>{_e(t(f'table.{c}'))}</dd>" for c in EXPLAINED]

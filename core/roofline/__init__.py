@@ -6,6 +6,6 @@
   bytes per token (from the GGUF's tensor list, else the server's ``/v1/models``).
 - `core.roofline.arithmetic`: measured tokens/s turned into FLOP/s, bytes/s, MFU, MBU and intensity;
   the bounds the roofs put on prefill and decode, and what each experiment can show here.
-- `core.engine.meter`: how much of the CPU the server got during a run (Linux ``/proc``).
+- `core.engine.meter`: how much of the CPU the server got during a run (psutil: Linux, macOS, Windows).
 - `core.engine.models`: GGUF files local runners already keep (nothing is downloaded).
 """

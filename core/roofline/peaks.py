@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from core.engine.cpu import cache_dir, cores, cpu_key, cpu_model
+from core.engine.cpu import cache_dir, cores, cpu_key, cpu_model, sysctl
 from core.engine.meter import CpuMeter
 
 PROBE = "probe"
@@ -95,13 +95,19 @@ class Roof:
 
 # --- this machine -------------------------------------------------------------------------------------
 
+CACHE_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux
+CACHE_SYSCTLS = ("hw.l3cachesize", "hw.perflevel0.l2cachesize", "hw.l2cachesize")  # macOS (Apple Silicon has no L3)
+
+
 def last_level_cache() -> int | None:
-    """The largest cache's size in bytes from sysfs (Linux); None elsewhere."""
+    """The largest cache's size in bytes: from sysfs on Linux, ``sysctl`` on macOS; None elsewhere (Windows), where
+    the bandwidth probe's working set is its floor, `MIN_WORKING_SET`, which exceeds any desktop CPU's cache."""
     sizes = []
-    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+    for entry in CACHE_SYSFS.glob("index*/size"):
         match = re.fullmatch(r"(\d+)([KMG]?)", entry.read_text().strip())
         if match:
             sizes.append(int(match.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[match.group(2)])
+    sizes += [int(value) for value in map(sysctl, CACHE_SYSCTLS) if value.isdigit()]
     return max(sizes) if sizes else None
 
 

@@ -1,16 +1,13 @@
 """What a run's records pass through between the experiment's generator and whoever shows them, in the CLI and
-the app alike: the run store, each record written as it arrives (`recorded`), and the CPU meter (`metered`).
-
-Each takes a `Source` and gives a `Source`, so they stack in any order and a caller starts the run the same way
-with or without them.
+the app alike: the run store, each record written as it arrives (`recorded`). `core.runs.session` stacks it with
+the CPU meter and the conclusion.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-from core.engine.meter import CpuMeter, listening_pid
 from core.experiments.base import RunContext, Source
 from core.export import Record
 
@@ -22,6 +19,21 @@ class RecordStore(Protocol):
         """Write one more record of run ``run_id``."""
 
 
+class RunRecorder(RecordStore, Protocol):
+    """A store a whole run is saved in, from its start to how it ended: `core.store.RunStore`."""
+
+    def begin(self, experiment: str, settings: dict[str, Any], *, label: str, owner: str = ...,
+              secrets: Iterable[str | None] = ..., run_id: str | None = ...) -> str:
+        """Record a new run (``running``) and return its id."""
+
+    def finish(self, run_id: str, status: str, summary: dict[str, Any] | None = ..., finished_at: float | None = ...,
+               state: dict[str, Any] | None = ...) -> None:
+        """How the run ended, what it concluded (``summary``) and the machine's state during it."""
+
+    def delete(self, run_id: str, owner: str | None = ...) -> bool:
+        """Forget a run that never started."""
+
+
 def recorded(source: Source, store: RecordStore, run_id: str) -> Source:
     """``source``'s records unchanged, each written to the run ``run_id`` (begun by the caller) as it arrives, so
     a run stopped or cut halfway keeps every record measured before."""
@@ -29,23 +41,5 @@ def recorded(source: Source, store: RecordStore, run_id: str) -> Source:
         for record in source(run):
             store.add(run_id, record)
             yield record
-
-    return records
-
-
-def metered(source: Source, url: str, into: dict[str, Any]) -> Source:
-    """``source``'s records unchanged; once they end, ``into["cpu"]`` holds the CPU share the server listening at
-    ``url`` got meanwhile (`core.engine.meter.CpuShare.to_dict`), or None where it cannot be measured (a remote
-    API, not Linux)."""
-    pid = listening_pid(url)
-
-    def records(run: RunContext) -> Iterator[Record]:
-        meter = CpuMeter(pid)
-        meter.start()
-        try:
-            yield from source(run)
-        finally:
-            share = meter.stop()
-            into["cpu"] = share.to_dict() if share else None
 
     return records

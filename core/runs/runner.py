@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from core.backends.connect import Connection
 from core.backends.server_lock import ServerLock
+from core.conclusions import Conclusion, MachineState
 from core.experiments.base import RunContext, Source
 from core.export import Record
 from core.hosting import Refused
@@ -203,6 +204,8 @@ class BackgroundRun:
         self._cap: int | None = None
         self.seconds: float | None = None  # time spent running, once it ended
         self.watched = False  # set by a page while it polls; then each round waits for its redraw
+        self.state = MachineState()  # the machine during the run, once its records end (`core.runs.session`)
+        self.conclusion: Conclusion | None = None  # what it showed, computed once as its records end
         self._thread = threading.Thread(target=self._work, name=f"run-{self.experiment}-{self.run_id}", daemon=True)
 
     @property

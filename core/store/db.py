@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from core.conclusions import Conclusion, MachineState
 from core.export import Record
 from core.runs.runner import DONE, FAILED, RUNNING, STOPPED
 from core.secrets import redact, without_keys
@@ -101,32 +104,44 @@ class SavedRun:
     rounds: int
     author: str = ""  # who measured it, on a team's store; "" otherwise
 
+    @property
+    def state(self) -> MachineState:
+        """The machine during the run as the meter saw it (unmeasured for a run saved before it was kept)."""
+        return MachineState.from_dict(self.machine.get("state"))
+
+    @property
+    def conclusion(self) -> Conclusion | None:
+        """What the run showed, computed once as it ended; None for a run without one (or one not understood:
+        an imported file's, which no page must fail on)."""
+        found = self.summary.get("conclusion")
+        try:
+            return Conclusion.from_dict(found) if isinstance(found, dict) else None
+        except ValueError:
+            return None
+
 
 def _process_start(pid: int) -> str:
-    """The boot and start time of a process (Linux); "" elsewhere, where the pid alone is checked."""
+    """When a process started (psutil: Linux, macOS, Windows), to tell it from a later one given the same pid;
+    "" where it cannot be read (another user's process on some systems), and then the pid alone is checked."""
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return f"{boot}:{stat.rsplit(')', 1)[1].split()[19]}"
-    except (OSError, IndexError):
+        return f"{psutil.Process(pid).create_time():.2f}"
+    except (psutil.Error, OSError):
         return ""
 
 
 def _alive(host: str, pid: int | None, start: str) -> bool:
-    """Whether the process that wrote a run still runs. Another host's writer cannot be checked: taken as alive."""
+    """Whether the process that wrote a run still runs. A writer that cannot be checked (another host's, or a
+    system that will not say) is taken as alive: its run shows as running, never as cut while it may write."""
     if host != socket.gethostname():
         return True
     if pid is None:
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
+        if not psutil.pid_exists(pid):  # not os.kill(pid, 0), which ends the process on Windows
+            return False
+    except (psutil.Error, OSError):
+        return True
     return not start or _process_start(pid) == start
-
-
 
 
 class RunStore:
@@ -145,6 +160,7 @@ class RunStore:
         self.shared = db.dialect != SQLITE
         self.author = default_author(self.shared) if author is None else author
         self._secrets: dict[str, tuple[str, ...]] = {}
+        self._machines: dict[str, dict[str, Any]] = {}  # each run begun here and not finished: its machine
         self._host, self._pid = socket.gethostname(), os.getpid()
         self._start = _process_start(self._pid)
 
@@ -391,12 +407,13 @@ class RunStore:
         settings = without_keys(settings)  # any spelling (apiKey, OPENAI_API_KEY), any depth, no recursion
         if owner:
             self._purge_due()
+        self._machines[run_id] = machine if machine is not None else machine_info()
         self._write(
             "INSERT INTO runs (id, experiment, label, backend, model, settings, machine, source, owner, author, status,"
             " started_at, writer_host, writer_pid, writer_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (run_id, experiment, redact(label, *self._secrets[run_id]), str(settings.get("backend") or ""),
              str(settings.get("model") or ""), self._text(run_id, settings),
-             self._text(run_id, machine if machine is not None else machine_info()), source, owner,
+             self._text(run_id, self._machines[run_id]), source, owner,
              "" if owner or source == REFERENCE else self.author, status,
              started_at if started_at is not None else time.time(), self._host, self._pid, self._start))
         return run_id
@@ -428,13 +445,19 @@ class RunStore:
                 self._wait(sql, row)
 
     def finish(self, run_id: str, status: str, summary: dict[str, Any] | None = None,
-               finished_at: float | None = None) -> None:
-        """How the run ended (`DONE`, `STOPPED`, `FAILED`; `CUT` for an imported run that was cut)."""
+               finished_at: float | None = None, state: dict[str, Any] | None = None) -> None:
+        """How the run ended (`DONE`, `STOPPED`, `FAILED`; `CUT` for an imported run that was cut), its
+        ``summary`` (the conclusion) and the machine's ``state`` during it (`core.conclusions.MachineState`'s
+        dict), kept as the run's ``machine["state"]``."""
         if status not in (*ENDED, CUT):
             raise ValueError(f"a run ends as one of {', '.join(ENDED)}, not {status!r}")
-        self._write("UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE id = ?",
-                    (status, finished_at if finished_at is not None else time.time(),
-                     self._text(run_id, summary or {}), run_id))
+        machine = self._machines.pop(run_id, None)
+        ended = (status, finished_at if finished_at is not None else time.time(), self._text(run_id, summary or {}))
+        if state is not None and machine is not None:
+            self._write("UPDATE runs SET status = ?, finished_at = ?, summary = ?, machine = ? WHERE id = ?",
+                        (*ended, self._text(run_id, {**machine, "state": state}), run_id))
+        else:
+            self._write("UPDATE runs SET status = ?, finished_at = ?, summary = ? WHERE id = ?", (*ended, run_id))
         self._secrets.pop(run_id, None)
 
     def rename(self, run_id: str, label: str, owner: str | None = None) -> bool:

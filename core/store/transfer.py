@@ -30,6 +30,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+from core.conclusions import Conclusion
 from core.experiments import EXPERIMENTS
 from core.export import Record, to_json
 from core.records import renamed
@@ -270,6 +271,20 @@ def read_export(text: str, name: str) -> list[Incoming]:
     return [Incoming(experiment, settings, records, run) for experiment, records in by_experiment.items()]
 
 
+def _summary(found: Any) -> dict[str, Any]:
+    """An imported run's summary without fields named like keys, and its conclusion read as one (a finding's
+    ``key`` names its words, not a secret), or left out when it is not one."""
+    if not isinstance(found, dict):
+        return {}
+    summary: dict[str, Any] = without_keys({name: value for name, value in found.items() if name != "conclusion"})
+    if isinstance(found.get("conclusion"), dict):
+        try:
+            summary["conclusion"] = Conclusion.from_dict(found["conclusion"]).to_dict()
+        except ValueError:  # no status this version knows: the run comes in without it
+            pass
+    return summary
+
+
 def import_export(store: RunStore, text: str, name: str, owner: str = "", source: str = IMPORTED,
                   run_id: str | None = None) -> list[str]:
     """Store every run of an export (all or none are checked first); return their ids."""
@@ -287,7 +302,7 @@ def import_export(store: RunStore, text: str, name: str, owner: str = "", source
                              source=source, run_id=run_id if len(incoming) == 1 else None, started_at=started)
         store.add_all(new_id, item.records)
         finished = run.get("finished_at") if isinstance(run.get("finished_at"), int | float) else None
-        summary = without_keys(run["summary"]) if isinstance(run.get("summary"), dict) else {}
+        summary = _summary(run.get("summary"))
         store.finish(new_id, status, summary, finished_at=finished)
         ids.append(new_id)
     return ids

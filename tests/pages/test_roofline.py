@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.conclusions import DISTURBED, paragraph
 from core.experiments import EXPERIMENTS, batch
 from core.experiments.batch import BatchLevel
 from core.roofline import peaks
 from core.roofline.peaks import Ceiling, Roof
 from core.runs.runner import BackgroundRun
+from core.words import ContentWords
 from tests.support.apptest import api_state, app, chart_values
 
 # The 2-core Zen 1 of ../shared/notes/roofline.md and a 16-core desktop: recorded probe levels
@@ -112,8 +114,13 @@ def test_unmeasured_machine_offers_the_probe_and_places_the_phases(tmp_path: Pat
     # the run's four figures, then this machine's roofs as cached for every page
     assert [m.label for m in at.metric] == ["Compute peak", "Memory bandwidth", "Prefill", "Decode",
                                             "Compute peak", "Memory bandwidth", "Ridge point"]
-    assert any(s.value.startswith("Measured: on this backend prefill ran ") and "the ridge point is" in s.value
-               for s in at.success)
+    run = at.session_state["history"]["roofline"][-1]
+    if run.state.busy:  # this suite runs on a shared 2-core machine: a run the meter called busy says so instead
+        said = " ".join(box.value for box in [*at.success, *at.info])
+        assert run.conclusion.status == DISTURBED and paragraph(run.conclusion, ContentWords("en")) in said
+    else:
+        assert any(s.value.startswith("Measured: on this backend prefill ran ") and "the ridge point is" in s.value
+                   for s in at.success)
     assert (tmp_path / "prefill-lab" / "roofline.json").is_file()
     frames = [d.value for d in at.dataframe]
     records = next(f for f in frames if "kind" in f)
@@ -199,8 +206,8 @@ def test_a_run_on_a_busy_machine_says_so_beside_the_verdict(tmp_path: Path, monk
             burner.kill()
             burner.wait()
     assert not at.exception, at.exception
-    cpu = at.session_state["history"]["output"][-1].settings["cpu"]
-    assert cpu is not None and cpu["busy"], cpu
+    state = at.session_state["history"]["output"][-1].state  # the run's field (`core.conclusions.MachineState`)
+    assert state.measured and state.busy, state
     assert any(w.value.startswith("The machine was busy: the server had") for w in at.warning)
 
 

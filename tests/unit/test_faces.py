@@ -10,11 +10,15 @@ import pytest
 FACES = {
     "core.experiments": ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "records_key"],
     "core.charts": ["CHARTS", "ChartsOf", "RunView"],
-    "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "RunContext",
-                  "Snapshot", "Source"],
+    "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "Events",
+                  "NotStarted", "RunContext", "Snapshot", "Source", "Visit", "start_run"],
     "core.report": ["VENDORED", "ContentWords", "Words", "build_report"],
-    "ui.runs": ["ExperimentPlan", "Records", "explain", "preview", "run_controls", "show_run"],
-    "ui.sidebar": ["render_sidebar"],
+    "ui.runs": ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_label",
+                "compaction_measured", "explain",
+                "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "newest",
+                "preview", "report_maker", "rows_of", "run_controls", "run_store", "runs_table", "saved_runs",
+                "session_runs", "show_run", "start_run", "store_notice"],
+    "ui.sidebar": ["connect", "current_target", "key_source", "render_sidebar", "start_embedded"],
 }
 
 

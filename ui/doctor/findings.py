@@ -20,7 +20,8 @@ from ui.doctor.sections import (
     timeline_section,
     unexplained_section,
 )
-from ui.sidebar.target import connect, current_target
+from ui.runs import compaction_measured
+from ui.sidebar import connect, current_target
 from ui.text import Texts
 
 
@@ -84,6 +85,7 @@ def cost_lines(t: Texts, analysis: doctor.Analysis) -> list[str]:
                            recomputed=f.recomputed_tokens))
         if f.not_compared:
             lines.append(t("doctor.not_compared", round=f.round, why=f.not_compared))
+    lines += [compaction_measured(t)] if any(f.cause == doctor.HISTORY_COMPACTED for f in analysis.findings) else []
     return lines
 
 

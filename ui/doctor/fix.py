@@ -22,7 +22,7 @@ from core.doctor import fix
 from core.records import RoundResult
 from core.runs.runner import server_lock
 from ui.session import BACKEND_KEY
-from ui.sidebar.target import connect, current_target
+from ui.sidebar import connect, current_target
 from ui.text import Texts
 
 

@@ -37,7 +37,7 @@ from core.roofline.arithmetic import (
 from core.roofline.hardware import ACCELERATORS, DATACENTER, MAC_STUDIO
 from core.roofline.model import ModelFacts, from_gguf, from_server, from_user
 from core.roofline.peaks import Roof
-from ui.runs.history import measured, rows_of
+from ui.runs import measured, rows_of
 from ui.session import BACKEND_KEY
 from ui.text import Texts
 

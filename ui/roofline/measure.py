@@ -1,6 +1,6 @@
 """The home page's one button: measure this machine, then speak in its numbers.
 
-It runs, one after another through the shared run machinery (`ui.runs.controls.start_run`), experiment
+It runs, one after another through the shared run machinery (`ui.runs.start_run`), experiment
 5 (the probe and one request), then short runs of experiments 1 and 2 (`QUICK`: about a minute on
 2 cores). Not experiment 4: within that minute (N = 1 and 4, 32-token answers) it measured 0.4x on a
 2-core machine where its page, at its defaults (N up to 8, 128-token answers), showed 1.8x; a quick
@@ -20,8 +20,7 @@ import streamlit as st
 
 from core.experiments import EXPERIMENTS, input_length, output_length, roofline
 from core.runs.runner import FAILED
-from ui.runs.contract import ExperimentPlan
-from ui.runs.controls import history, start_run
+from ui.runs import ExperimentPlan, busy_note, latest_saved, session_runs, start_run
 from ui.session import hosted
 from ui.text import Texts
 
@@ -34,8 +33,17 @@ QUICK: dict[str, Any] = {
 
 
 def _current(experiment: str) -> Any:
-    runs = history(experiment)
+    runs = session_runs(experiment)
     return runs[-1] if runs else None
+
+
+def _busy_notes(t: Texts) -> None:
+    """The quick run's busy notes: its runs' numbers are quoted below, so a busy machine is said here too (the
+    session's runs, else the newest saved ones after a reload)."""
+    for experiment in QUICK:
+        run = _current(experiment) or latest_saved(experiment)
+        if run is not None:
+            busy_note(t, run.state)
 
 
 def measure_machine_button(t: Texts) -> None:
@@ -49,6 +57,7 @@ def measure_machine_button(t: Texts) -> None:
             st.session_state[f"{CHAIN_KEY}_started"] = False
         else:
             st.caption(t("home.measure_machine_help"))
+            _busy_notes(t)
             return
     if st.button(t("common.stop"), icon=":material/stop:", key="measure_machine_stop"):
         run = _current(chain[0])

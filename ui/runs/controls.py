@@ -1,4 +1,5 @@
-"""Run, Stop and the recorded results: a page's plan becomes a background run (`start_run`)."""
+"""Run, Stop and the recorded results: a page's plan becomes a background run through one call
+(`core.runs.session.start_run`: admission, saving, metering, the conclusion and settlement)."""
 
 from __future__ import annotations
 
@@ -11,87 +12,58 @@ import streamlit as st
 from core.backends.connect import Connection, Target
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
-from core.experiments.base import Source
 from core.hosting import Refused
-from core.runs.admission import Admission, admit
-from core.runs.recording import metered
-from core.runs.runner import BackgroundRun
+from core.runs import BackgroundRun, NotStarted, Visit
+from core.runs import start_run as start_session
+from core.runs.session import CONNECT, NOTHING
 from ui.runs.contract import ExperimentPlan
-from ui.runs.saved import (
-    finish_saving,
-    forget,
-    latest_saved,
-    start_saving,
-)
-from ui.runs.visitor import finish_run, ledger, line, page_alive_probe, visitor_id
+from ui.runs.saved import latest_saved, owner, run_store
+from ui.runs.visitor import ledger, line, page_alive_probe, visitor_id
 from ui.session import hosted
-from ui.sidebar.target import connect, current_target, key_source
-from ui.text import texts
+from ui.sidebar import connect, current_target, key_source
+from ui.text import Texts, texts
 
 
-def history(experiment: str) -> list[BackgroundRun]:
+def session_runs(experiment: str) -> list[BackgroundRun]:
+    """This session's runs of ``experiment``, oldest first (the page shows the newest)."""
     return st.session_state.setdefault("history", {}).setdefault(experiment, [])
 
 
-def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
-    """Admit the run (`core.runs.admission.admit`: the hosted demo's limits, URL guard and budgets), open a
-    connection and start it in the background; show why not otherwise."""
-    t = texts()
-    if plan.plan.requests == 0:
+def _visit(target: Target) -> Visit:
+    return Visit(hosted(), ledger(), line(), visitor_id(), key_source(target), owner(), page_alive_probe())
+
+
+def _say(t: Texts, refused: NotStarted) -> None:
+    """Why a run did not start, in the page's words."""
+    if refused.reason == NOTHING:
         st.warning(t("common.nothing_to_run"))
-        return None
+    elif isinstance(refused.cause, Refused):
+        st.error(t.refusal(refused.cause), icon=":material/block:")
+    elif refused.reason == CONNECT:
+        st.error(f"{t('common.backend_error')} {refused.cause}")
+    else:  # a document or settings that cannot run on this backend
+        st.error(str(refused.cause))
+
+
+def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
+    """Start the page's run in the background (`core.runs.session.start_run`) and keep it in the session's
+    history; show why not otherwise."""
+    t = texts()
+
+    def label(conn: Connection) -> str:
+        return t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
+                 time=datetime.now().strftime("%H:%M:%S"))
+
     try:
-        target = current_target(plan.slots)
-        visitor, whose_key = visitor_id(), key_source(target)
-        admission = admit(plan.plan, target, visitor, whose_key, hosted(), ledger())
-        conn = connect(target)
-    except Refused as exc:
-        st.error(t.refusal(exc), icon=":material/block:")
+        target = current_target(plan.slots)  # the sidebar's backend (the embedded server started with its slots)
+        run = start_session(plan, target, label=label, store=run_store(), visit=_visit(target))
+    except NotStarted as exc:
+        _say(t, exc)
         return None
-    except Exception as exc:  # noqa: BLE001 - any failure to connect is shown, never raised into Streamlit
+    except Exception as exc:  # noqa: BLE001 - a backend that cannot be reached is shown, never raised into Streamlit
         st.error(f"{t('common.backend_error')} {exc}")
         return None
-    try:
-        source = plan.make_source(conn)
-    except ValueError as exc:  # a document or settings that cannot run (DocumentError, Refused)
-        _refused(admission, conn, t.refusal(exc) if isinstance(exc, Refused) else str(exc))
-        return None
-    return _start(plan, conn, source, target, admission, visitor, whose_key)
-
-
-def _refused(admission: Admission, conn: Connection, sentence: str, icon: str | None = None) -> None:
-    admission.settle([])  # nothing was sent: the reservation goes back
-    conn.close()
-    st.error(sentence, icon=icon)
-
-
-def _start(plan: ExperimentPlan, conn: Connection, source: Source, target: Target, admission: Admission,
-           visitor: str, whose_key: str) -> BackgroundRun | None:
-    t, settings = texts(), hosted()
-    label = t("common.run_label", backend=conn.name, model=conn.info.get("model") or conn.backend.model,
-              time=datetime.now().strftime("%H:%M:%S"))
-    run_settings = {**conn.describe(), **plan.settings}
-    run_id, rows = start_saving(plan.experiment, run_settings, label,  # saved round by round, as the worker gets them
-                                metered(source, target.url or "", run_settings),  # + "cpu": the server's share
-                                target.api_key)
-
-    def finished() -> None:
-        try:  # close the connection, charge what the run sent, one line in the operator's log
-            finish_run(run, conn, admission, whose_key)
-        finally:  # a failing close must not leave the saved run "running" while this process lives
-            finish_saving(run)
-
-    try:
-        run = BackgroundRun(plan.experiment, run_settings, rows, connection=conn, lock_key=target.lock_key(),
-                            planned_rounds=plan.plan.steps, label=label, run_id=run_id, on_finish=finished,
-                            on_stop=conn.abort, page_alive=page_alive_probe(), grace_s=settings.abandon_grace_s,
-                            visitor=visitor, busy_slots=conn.busy_slots, line=line())
-        run.start(settings.max_concurrent_runs, settings.max_runs_per_visitor, settings.max_waiting_runs)
-    except Refused as exc:
-        forget(run_id)
-        _refused(admission, conn, t.refusal(exc), ":material/block:")
-        return None
-    history(plan.experiment).append(run)
+    session_runs(plan.experiment).append(run)
     return run
 
 
@@ -100,15 +72,15 @@ def load_recorded(experiment: str) -> None:
     t = texts()
     settings, rows = EXPERIMENTS[experiment].recorded()
     label = f"{t('common.recorded')} · {settings.get('model', '')}"
-    if rows and all(run.label != label for run in history(experiment)):
-        history(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
+    if rows and all(run.label != label for run in session_runs(experiment)):
+        session_runs(experiment).append(BackgroundRun.recorded(experiment, {**settings, "recorded": True}, rows, label))
 
 
 def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun | None:
     """Run, Stop and 'Show recorded results'; returns the run to show (the newest of this experiment)."""
     t = texts()
     experiment = plan.experiment
-    runs = history(experiment)
+    runs = session_runs(experiment)
     current = runs[-1] if runs else latest_saved(experiment)  # after a reload or a restart: the newest saved run
     left, middle, right, _ = st.columns([1, 1, 2, 2])
     busy = current is not None and current.active
@@ -124,7 +96,7 @@ def run_controls(plan: ExperimentPlan, recorded: bool = True) -> BackgroundRun |
         t("common.show_recorded"), disabled=busy, key=f"recorded_{experiment}", icon=":material/history:"
     ):
         load_recorded(experiment)
-        current = history(experiment)[-1]
+        current = session_runs(experiment)[-1]
     return current
 
 

@@ -7,14 +7,11 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from core.experiments import records_key
-from core.export import to_csv, to_json
+from core.export import to_csv
 from core.records import RoundResult
 from core.runs.runner import BackgroundRun, Snapshot
 from ui.runs.contract import Records
-from ui.runs.saved import (
-    report_maker,
-)
+from ui.runs.saved import export_text, report_maker
 from ui.text import Texts
 
 TABLE_COLUMNS = ["round", "strategy", "target_tokens", "prompt_tokens", "recomputed_tokens", "cached_tokens",
@@ -60,7 +57,7 @@ def offer_downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Recor
     )
     right.download_button(
         t("common.download_json"),
-        to_json(run.settings, {records_key(run.experiment): snap.rows}),
+        export_text(run, snap.rows),
         f"{name}.json",
         "application/json",
         on_click="ignore",

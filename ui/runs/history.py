@@ -8,12 +8,13 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from core.charts.base import RunView
-from core.experiments import batch, input_length, output_length, prefix_cache
+from core.experiments import batch, conversation, input_length, output_length, prefix_cache
 from core.experiments.batch import BatchSummary, summarize_batch
 from core.export import Record
 from core.records import RoundResult
 from core.runs.runner import BackgroundRun
 from ui.runs.saved import latest_saved
+from ui.text import Texts
 
 R = TypeVar("R", bound=Record)
 
@@ -61,3 +62,10 @@ def measured() -> Measured:
     return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
                     prefix_cache.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
                     summarize_batch(rows_of(batch.ID, batch.BatchLevel)))
+
+
+def compaction_measured(t: Texts) -> str:
+    """The doctor's compaction finding, priced on this machine: what experiment 7's newest run measured for a summary
+    round against an appended one; else the offer to run it."""
+    figure = conversation.doctor_figure(rows_of(conversation.ID, conversation.ConversationRound))
+    return t("conversation.doctor_measured", **figure) if figure else t("conversation.doctor_offer")

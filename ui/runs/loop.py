@@ -22,11 +22,11 @@ from typing import Any
 import streamlit as st
 
 from core.charts.base import RunView
-from core.conclusions import Conclusion, conclusion_of, paragraph
+from core.conclusions import Conclusion, MachineState, conclusion_of, paragraph
 from core.experiments import EXPERIMENTS
 from core.runs.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
 from ui.runs.contract import DrawRuns, Records
-from ui.runs.controls import history
+from ui.runs.controls import session_runs
 from ui.runs.downloads import EXPLAINED_COLUMNS, ROUNDS, offer_downloads
 from ui.runs.history import view_of
 from ui.runs.saved import (
@@ -38,13 +38,14 @@ from ui.runs.saved import (
 from ui.text import Texts, texts
 
 
-def busy_note(t: Texts, cpu: dict[str, Any] | None) -> None:
-    """Beside a verdict: the machine was busy during the run (others took a large share of the CPU)."""
-    if cpu and cpu.get("busy"):
-        others = max(cpu["busy_s"] - cpu["server_s"] - cpu["app_s"], 0.0)
-        st.warning(t("roofline.busy", share=100 * cpu["server_share"], others=others, app=cpu["app_s"]),
+def busy_note(t: Texts, state: MachineState | None) -> None:
+    """Beside what a run showed: the machine was busy during it (others took a large share of the CPU), as its
+    meter saw it; kept with the run, so said again after a reload. Nothing for a run not metered (None)."""
+    if state is not None and state.busy and state.server_share is not None and state.others_s is not None:
+        load = f" {t('roofline.busy_load', load=state.load, cores=state.cores)}" if state.load is not None \
+            and state.cores else ""
+        st.warning(t("roofline.busy", share=100 * state.server_share, others=state.others_s) + load,
                    icon=":material/speed:")
-
 
 
 def _active(run: BackgroundRun, snap: Snapshot) -> bool:
@@ -95,7 +96,7 @@ def _draw_rounds(t: Texts, run: BackgroundRun, snap: Snapshot, draw: DrawRuns, r
                  compare: Sequence[RunView[Any]]) -> None:
     """The page's metrics, charts and verdict over this run and the compared ones, then the table of records."""
     draw([view_of(run)._replace(rows=snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
-    busy_note(t, run.settings.get("cpu"))
+    busy_note(t, run.state)
     st.subheader(t("common.table"))
     st.dataframe(
         records.table(snap.rows),
@@ -109,7 +110,7 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
     """Draw the run and keep redrawing after every round until it ends or is stopped."""
     t = texts()
     store_notice(t)
-    session_only = [r for r in history(experiment) if r is not run and r.rows and r.settings.get("recorded")]
+    session_only = [r for r in session_runs(experiment) if r is not run and r.rows and r.settings.get("recorded")]
     compare_ids, compare = saved_compare(t, experiment, run.run_id if run else None, session_only)
     if run is None:
         st.info(t(records.empty))

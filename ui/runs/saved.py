@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import re
 import secrets
-import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from core.charts.base import RunView
+from core.experiments import records_key
+from core.export import Record, to_json
 from core.report import build_report
-from core.runs import RUNNING, STOPPED, BackgroundRun, Source
-from core.runs.recording import recorded
+from core.runs import RUNNING, STOPPED, BackgroundRun
 from core.store import (
     AUTHOR_ENV,
     CUT,
@@ -33,6 +32,7 @@ from core.store import (
     RunStore,
     SavedRun,
     default_location,
+    export_run,
     import_export,
     machine_info,
     machine_name,
@@ -61,7 +61,7 @@ def run_store() -> RunStore:
     return _open(secret(ENV) or default_location(), secret(AUTHOR_ENV) or "")
 
 
-def visitor() -> str | None:
+def hosted_visitor() -> str | None:
     """None on a local install; in hosted mode this visitor's id, kept in (and read back from) the URL."""
     if not hosted().hosted:
         return None
@@ -77,37 +77,28 @@ def visitor() -> str | None:
 
 def owner() -> str:
     """The owner written on this session's runs: the visitor's id, "" on a local install."""
-    return visitor() or ""
+    return hosted_visitor() or ""
 
 
 def saved_runs(experiment: str | None = None) -> list[SavedRun]:
     """The runs this session may see, newest first."""
-    return run_store().runs(experiment, owner=visitor())
+    return run_store().runs(experiment, owner=hosted_visitor())
 
 
-def start_saving(experiment: str, settings: dict[str, Any], label: str, source: Source,
-                 api_key: str | None) -> tuple[str, Source]:
-    """Record a new run and return its id and a source that writes each record as the worker gets it."""
-    store = run_store()
-    run_id = uuid.uuid4().hex[:12]
-    store.begin(experiment, settings, label=label, owner=owner(), secrets=[api_key], run_id=run_id)
-    return run_id, recorded(source, store, run_id)
-
-
-def finish_saving(run: BackgroundRun) -> None:
-    """Called in the worker when the run ends: how it ended (done, stopped, failed)."""
-    run_store().finish(run.run_id, run.status)
-
-
-def forget(run_id: str) -> None:
-    """A run recorded but never started (refused): not a run at all."""
-    run_store().delete(run_id, owner=visitor())
+def export_text(run: BackgroundRun, rows: Sequence[Record]) -> str:
+    """The run's JSON download: a saved run's export (its machine's state and conclusion with it, the same file
+    as ``python -m core runs export``), else, for a run never saved (the shipped results), its settings and rows."""
+    saved = run_store().get(run.run_id, owner=hosted_visitor()) if not run.settings.get("recorded") else None
+    if saved is not None and saved.id == run.run_id:
+        return export_run(saved, rows)
+    return to_json(run.settings, {records_key(run.experiment): rows})
 
 
 def as_run(saved: SavedRun) -> BackgroundRun:
     """A saved run as the page shows a finished run (a cut one as stopped: its rounds are all there is)."""
     run = BackgroundRun.recorded(saved.experiment, saved.settings, run_store().records(saved.id), saved.label)
     run.run_id = saved.id
+    run.state, run.conclusion = saved.state, saved.conclusion  # the busy note and the conclusion after a reload
     if saved.status in (STOPPED, CUT):
         run.status = STOPPED
     return run
@@ -140,7 +131,7 @@ def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
     Streamlit calls it on another thread, outside the script (no session state there), so the store,
     the visitor and the language are taken now.
     """
-    store, who, lang, ids = run_store(), visitor(), language(), list(run_ids)
+    store, who, lang, ids = run_store(), hosted_visitor(), language(), list(run_ids)
 
     def make() -> str:
         entries = [(saved, store.records(saved.id)) for run_id in ids
@@ -162,7 +153,7 @@ def store_notice(t: Texts) -> None:
 def latest_saved(experiment: str) -> BackgroundRun | None:
     """The newest run of ``experiment`` measured here (not imported, not the reference) that has ended and
     measured something, as a finished run."""
-    for saved in run_store().runs(experiment, owner=visitor(), source=MEASURED):
+    for saved in run_store().runs(experiment, owner=hosted_visitor(), source=MEASURED):
         if saved.status != RUNNING and saved.rounds:
             return as_run(saved)
     return None

@@ -24,10 +24,8 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
-from core.backends.connect import Connection
-from core.hosting import Ledger, TokenLedger, log_run
-from core.runs.admission import Admission
-from core.runs.runner import QUEUE, STOPPED, BackgroundRun, Line
+from core.hosting import Ledger, TokenLedger
+from core.runs.runner import QUEUE, Line
 from core.store import ENV, MEMORY, default_location
 from core.store.leases import LeaseLine
 from core.store.ledger import StoreLedger
@@ -133,16 +131,6 @@ def free_uploads_when_gone() -> None:
     sid = session_id()
     if sid and Runtime.exists():
         upload_janitor().watch(sid)
-
-
-def finish_run(run: BackgroundRun, conn: Connection, admission: Admission, whose_key: str) -> None:
-    """In the run's worker once it ends: close its connection, charge what it sent (`Admission.settle`), log one
-    line for the operator."""
-    conn.close()
-    tokens = admission.settle(run.rows)
-    outcome = run.ended_because if run.ended_because and run.status == STOPPED else run.status
-    log_run(run.experiment, conn.name, str(conn.info.get("model") or conn.backend.model), conn.backend.base_url,
-            whose_key, run.visitor, tokens, outcome, run.seconds, len(run.rows))
 
 
 def bounded_uploads(files: Sequence[UploadedFile], most_files: int, most_bytes: int) -> tuple[list[UploadedFile], int]:

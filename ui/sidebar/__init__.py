@@ -1,4 +1,6 @@
-"""The shared sidebar: language, the backend (from the one registry) and its status.
+"""The shared sidebar: language, the backend (from the one registry) and its status; and, for the pages that
+run something, the backend it chose (`current_target`, `key_source`), a connection to it (`connect`) and the
+embedded server (`start_embedded`).
 
 A visitor's API key lives only in their session state; an operator's key is read from
 ``st.secrets`` or the environment and is never put into a widget, so it never reaches the browser.
@@ -28,9 +30,10 @@ from ui.session import (
 from ui.sidebar.build import offer_native_build
 from ui.sidebar.engine import embedded_server, llama_status, start_embedded
 from ui.sidebar.models import model_picker
+from ui.sidebar.target import connect, current_target, key_source
 from ui.text import LANG_KEY, Texts, texts
 
-__all__ = ["render_sidebar"]
+__all__ = ["connect", "current_target", "key_source", "render_sidebar", "start_embedded"]
 
 
 def render_sidebar() -> None:

@@ -1,0 +1,54 @@
+"""Experiment 7's page (AppTest) with its recorded run: the prediction before the run, the metrics and charts of
+the recorded run, its conclusion; and the cache doctor's compaction finding quoting what it measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.conclusions import render
+from core.experiments import conversation as ex
+from core.words import ContentWords
+from tests.support.apptest import ROOT, api_state, app, chart_values, rendered
+
+pytestmark = pytest.mark.slow
+
+COMPACTED = ROOT / "tests" / "data" / "doctor" / "cassettes" / "pydantic-ai__openai_responses_compact_messages.jsonl"
+
+
+def test_recorded_run_shows_strategies_prediction_and_pause(fake_api):
+    at = app(**api_state(fake_api))
+    at.run()
+    at.switch_page("app_pages/conversation.py").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    prediction = next(m.value for m in at.markdown if m.value.startswith("**Predicted before the run:**"))
+    assert "follow from the script" in prediction
+    assert "no provider reuses shifted chunks" in rendered(at), "an API is told what it cannot run"
+    at.button(key="recorded_conversation").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    rows = at.session_state["history"][ex.ID][-1].rows
+    found = ex.summarize(rows)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["keep recomputed"] == f"{found['keep'].recomputed:,}"
+    assert metrics["Rounds as predicted"] == f"{sum(s.exact for s in found.values())} / " \
+                                             f"{sum(s.rounds for s in found.values())}"
+    values = chart_values(at)
+    names = {v.get("name") for v in values}
+    assert {"keep everything", "sliding window", "cache gone", "cache restored"} <= names
+    assert any("usd" in v for v in values) and any("predicted_recomputed" in v for v in values)
+    verdict = " ".join(s.value for s in at.success) + " ".join(i.value for i in at.info)
+    assert render(ex.conclude(rows), ContentWords("en"))[0] in verdict
+
+
+def test_the_doctor_prices_a_compaction_with_what_experiment_7_measured(fake_api):
+    at = app(**api_state(fake_api))
+    at.run()
+    at.switch_page("app_pages/cache_doctor.py").run()
+    at.file_uploader(key="doctor_files").upload("compact.jsonl", COMPACTED.read_bytes(), "application/json").run()
+    assert "Experiment 7 measures what a compaction costs" in rendered(at), "before a run: the offer"
+    at.switch_page("app_pages/conversation.py").run()
+    at.button(key="recorded_conversation").click().run()
+    at.switch_page("app_pages/cache_doctor.py").run()
+    at.file_uploader(key="doctor_files").upload("compact.jsonl", COMPACTED.read_bytes(), "application/json").run()
+    figure = ex.doctor_figure(at.session_state["history"][ex.ID][-1].rows)
+    assert figure is not None
+    assert f"a summary round recomputed a median {figure['summary_tokens']:,.0f} tokens" in rendered(at)

@@ -34,7 +34,7 @@ most = hosted().max_concurrency
 choices = [n for n in (1, 2, 4, 8, 16) if (most is None or n <= most) and not (embedded and n > bt.BATCH_SLOTS)]
 st.session_state["batch_concurrency"] = [n for n in st.session_state["batch_concurrency"] if n in choices]
 with st.expander(t("common.settings"), expanded=True):
-    levels = sorted(st.multiselect(t("batch.levels"), choices, key="batch_concurrency"))
+    levels = sorted(st.multiselect(t("batch.levels"), choices, placeholder=t("common.choose"), key="batch_concurrency"))
     output_tokens = st.select_slider(t("batch.output_tokens"), [32, 64, 128, 256], key="batch_output_tokens")
     prompt_tokens = st.select_slider(t("batch.prompt_tokens"), [200, 400, 600, 1000], key="batch_prompt_tokens")
 

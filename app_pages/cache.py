@@ -32,8 +32,8 @@ with st.expander(t("common.settings"), expanded=True):
     left, right = st.columns(2)
     rounds = left.number_input(t("cache.rounds"), 1, 30, key="cache_rounds")
     doc_tokens = left.number_input(t("cache.doc_tokens"), 100, 200_000, step=500, key="cache_doc_tokens")
-    strategies = right.multiselect(t("cache.strategies"), list(STRATEGIES), key="cache_strategies",
-                                   format_func=lambda s: t(f"strategy.{s}"))
+    strategies = right.multiselect(t("cache.strategies"), list(STRATEGIES), placeholder=t("common.choose"),
+                                   key="cache_strategies", format_func=lambda s: t(f"strategy.{s}"))
     upload = st.file_uploader(t("cache.upload"), type=None, key="cache_upload", help=t("cache.upload_help"))
 
 document, doc_name = default_document(), ex.DEFAULT_DOC

@@ -62,6 +62,8 @@ if decision.kind == doctor.UNREAD:
     st.stop()
 for problem in transcript.errors:
     st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
+for problem in transcript.unused:
+    st.warning(t("doctor.not_used", problem=problem), icon=":material/warning:")
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
 for note in transcript.notes:  # what was read and how (a trace's conventions, what its spans lack, gzip)

@@ -28,7 +28,7 @@ with st.expander(t("common.settings"), expanded=True):
     window = left.select_slider(t("conversation.window"), [2, 4, 6, 8, 10, 12], key="conversation_window")
     threshold = left.number_input(t("conversation.threshold"), 300, 8000, step=250, key="conversation_threshold")
     strategies = right.multiselect(t("conversation.strategies"), list(ex.STRATEGIES),
-                                   key="conversation_conversation_strategies",
+                                   placeholder=t("common.choose"), key="conversation_conversation_strategies",
                                    format_func=lambda s: t(f"conversation.strategy.{s}"))
     pause = right.checkbox(t("conversation.pause"), key="conversation_pause")
     upload = st.file_uploader(t("conversation.upload"), key="conversation_upload", help=t("conversation.upload_help"))

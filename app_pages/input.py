@@ -18,7 +18,7 @@ st.markdown(t.rich("input.idea"), unsafe_allow_html=True)
 
 with st.expander(t("common.settings"), expanded=True):
     sizes = st.multiselect(t("input.sizes"), [128, 256, 512, 1024, 2048, 4096, 6144, 8192, 16384, 32768, 65536],
-                           key="input_sizes", help=t("input.sizes_help"))
+                           placeholder=t("common.choose"), key="input_sizes", help=t("input.sizes_help"))
     repeats = st.number_input(t("common.repeats"), 1, 5, key="input_repeats")
 
 

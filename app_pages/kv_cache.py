@@ -41,7 +41,8 @@ def draw(runs: Sequence[RunView[ex.KvStep]], t: Texts, key: str) -> None:
     same, cached, recomputed, ratio, memory = st.columns(5)
     if found is not None:
         same.metric(t("kv_cache.metric_same"), t("kv_cache.same_yes", n=found.steps + 1) if found.same_answer
-                    else t("kv_cache.same_no", step=found.first_difference))
+                    else t("kv_cache.same_no", step=found.first_difference),
+                    help=t("kv_cache.same_help", n=found.steps + 1) if found.same_answer else None)
         cached.metric(t("kv_cache.metric_cached"), f"{found.cached_total_ms / 1000:,.2f} s")
         recomputed.metric(t("kv_cache.metric_recomputed"), f"{found.recomputed_total_ms / 1000:,.2f} s")
         ratio.metric(t("kv_cache.metric_ratio"), f"{found.ratio:,.1f}x")

@@ -18,7 +18,8 @@ st.title(t("output.title"))
 st.markdown(t.rich("output.idea"), unsafe_allow_html=True)
 
 with st.expander(t("common.settings"), expanded=True):
-    lengths = st.multiselect(t("output.lengths"), [8, 16, 32, 64, 128, 256, 512, 1024], key="output_lengths")
+    lengths = st.multiselect(t("output.lengths"), [8, 16, 32, 64, 128, 256, 512, 1024],
+                             placeholder=t("common.choose"), key="output_lengths")
     repeats = st.number_input(t("common.repeats"), 1, 5, key="output_repeats")
 
 

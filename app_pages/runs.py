@@ -57,7 +57,8 @@ def delete(run_ids: list[str]) -> None:
 
 if "runs_deleted" in st.session_state:
     st.toast(t("runs.deleted", n=st.session_state.pop("runs_deleted")))
-chosen = st.multiselect(t("runs.choose"), list(names), format_func=names.__getitem__, key="runs_chosen")
+chosen = st.multiselect(t("runs.choose"), list(names), format_func=names.__getitem__, placeholder=t("common.choose"),
+                        key="runs_chosen")
 others = [] if hosted().hosted else [r.label for r in runs if r.id in chosen and not store.mine(r)]
 if others:
     st.caption(t("runs.not_yours", runs=", ".join(others), author=store.author))

@@ -1,4 +1,5 @@
-"""CSV and JSON exports of a run: its settings (never a key) and one record per round or level.
+"""CSV and JSON exports of a run: its settings (never a key, not even in a URL or an error) and one record per
+round or level.
 
 A JSON export is ``{"settings": …, "rounds": […], "summary": …}``, with an experiment's records
 under its key (`core.experiments.Experiment.records`: ``rounds``, or ``levels`` for
@@ -15,6 +16,7 @@ from dataclasses import fields
 from typing import Any, Protocol, Self, TypeVar
 
 from core.records import RoundResult, renamed
+from core.secrets import scrubbed
 
 ROUND_FIELDS = [f.name for f in fields(RoundResult)]
 SETTING_COLUMNS = ("backend", "model", "base_url")
@@ -46,7 +48,7 @@ def to_json(settings: dict[str, Any], records: Mapping[str, Sequence[Record]],
     if run:
         data["run"] = run
     data.update({key: [r.to_dict() for r in rows] for key, rows in records.items() if rows or key == "rounds"})
-    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    return scrubbed(json.dumps(data, indent=2, ensure_ascii=False, default=str))  # a key in a URL or an error
 
 
 def to_csv(settings: dict[str, Any], rows: Sequence[Record]) -> str:
@@ -57,7 +59,7 @@ def to_csv(settings: dict[str, Any], rows: Sequence[Record]) -> str:
     writer.writeheader()
     for row in rows:
         writer.writerow({**{c: settings.get(c, "") for c in SETTING_COLUMNS}, **row.to_dict()})
-    return buffer.getvalue()
+    return scrubbed(buffer.getvalue())
 
 
 def from_json(text: str, key: str, record: type[R]) -> tuple[dict[str, Any], list[R]]:

@@ -13,18 +13,41 @@ _KEY_NAME = re.compile(r"(^(key|auth|token)$|apikey$|secretkey$|privatekey$|acce
                        r"|passwd$|authorization$|bearer$|credentials?$|cookie$)")
 
 
+# a key where no field name says so: in a URL's user information (up to its last @, so an unencoded @ in it is
+# masked whole), as a bearer token, or in a provider's own shapes (OpenAI and Anthropic sk-, Google AIza, Groq
+# gsk_, xAI xai-, Hugging Face hf_), as a provider's error echoes it
+_IN_TEXT = re.compile(r"(?P<user>\b[a-z][a-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#]*@"
+                      r"|(?P<bearer>\bbearer\s+)[^\s\"',;]+"
+                      r"|(?<![a-z0-9_-])(?:sk-|sk_|aiza|gsk_|xai-|hf_)[a-z0-9_-]{12,}", re.IGNORECASE)
+
+
+def scrubbed(text: str) -> str:
+    """``text`` with every key it carries where no field name says so masked (a URL's password, a token)."""
+    def mask(found: re.Match[str]) -> str:
+        if found["user"]:
+            return f"{found['user']}{MASK}@"
+        return f"{found['bearer'] or ''}{MASK}"
+
+    return _IN_TEXT.sub(mask, text)
+
+
 def named_like_a_key(name: object) -> bool:
     """Whether a field's name says it holds a key (compared in lower case, without ``_``, ``-`` or spaces)."""
     return bool(_KEY_NAME.search(re.sub(r"[^a-z0-9]", "", str(name).lower())))
 
 
 def without_keys(value: Any) -> Any:
-    """``value`` with every field named like a key removed, at any depth (no recursion: any nesting works)."""
+    """``value`` with every field named like a key removed and every key inside a text masked (`scrubbed`), at
+    any depth (no recursion: any nesting works)."""
     def shell(item: Any) -> Any:
-        return {} if isinstance(item, dict) else [] if isinstance(item, list | tuple) else item
+        return {} if isinstance(item, dict) else [] if isinstance(item, list | tuple) else \
+            scrubbed(item) if isinstance(item, str) else item
+
+    def nested(item: Any) -> bool:
+        return isinstance(item, dict | list | tuple)
 
     top = shell(value)
-    stack = [(value, top)] if top is not value else []
+    stack = [(value, top)] if nested(value) else []
     while stack:
         source, copy = stack.pop()
         pairs = source.items() if isinstance(source, dict) else enumerate(source)
@@ -36,17 +59,17 @@ def without_keys(value: Any) -> Any:
                 copy[name] = child
             else:
                 copy.append(child)
-            if child is not item:
+            if nested(item):
                 stack.append((item, child))
     return top
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """Replace every occurrence of each non-empty secret in ``text`` with ``***``."""
+    """Replace every occurrence of each non-empty secret in ``text``, and every key `scrubbed` finds, with ``***``."""
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, MASK)
-    return text
+    return scrubbed(text)
 
 
 def key_from_env(name: str | None) -> str | None:

@@ -32,7 +32,7 @@ from core.backends.sockets import abortable
 from core.backends.sse import LineTooLong, iter_sse_lines, sse_field
 from core.backends.usage import Usage, find_usage, read_usage
 from core.records import RequestResult
-from core.secrets import redact
+from core.secrets import redact, scrubbed
 
 STOPPED_BY_USER = "Stopped by the user."
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
@@ -107,7 +107,7 @@ class StreamingBackend:
     # -- description -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """Settings safe to export: never the key, only whether one is set."""
-        return {"base_url": self.base_url, "model": self.model, "api_key_set": bool(self._api_key)}
+        return {"base_url": scrubbed(self.base_url), "model": self.model, "api_key_set": bool(self._api_key)}
 
     def close(self) -> None:
         self.client.close()

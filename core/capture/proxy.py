@@ -65,15 +65,27 @@ class CaptureHandler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_POST
 
     def _read_body(self) -> bytes:
+        """The request's body; `ValueError` saying why when its framing cannot be read (a Content-Length that is
+        no count, a chunk size that is no hex number)."""
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             parts = []
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+            while size := self._chunk_size():
                 parts.append(self.rfile.read(size))
                 self.rfile.readline()
             while self.rfile.readline().strip():
                 pass  # trailers
             return b"".join(parts)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        given = self.headers.get("Content-Length") or "0"
+        if not given.strip().isdigit():
+            raise ValueError(f"Content-Length {given[:40]!r} is not a number of bytes")
+        return self.rfile.read(int(given))
+
+    def _chunk_size(self) -> int:
+        line = self.rfile.readline(100).split(b";")[0].strip() or b"0"
+        try:
+            return int(line, 16)
+        except ValueError:
+            raise ValueError(f"chunk size {line[:40]!r} is not a hexadecimal number") from None
 
     def _agent_gone(self) -> bool:
         """Whether the agent closed its connection: its request was read whole, so the socket turns readable
@@ -107,8 +119,15 @@ class CaptureHandler(BaseHTTPRequestHandler):
     def _proxy(self) -> None:
         self.client_gone = False
         started, when = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        body = self._read_body()
         target = urlsplit(self.path)
+        try:
+            body = self._read_body()
+        except ValueError as exc:  # nothing is forwarded: the agent is told, and the proxy's output says it
+            self._send_json(400, {"error": {"message": f"capture proxy: a malformed request ({exc})",
+                                            "type": "malformed_request"}})
+            self.close_connection = True
+            self.server.say(f"{self.command} {target.path} -> 400: a malformed request ({exc}), not forwarded")
+            return
         watcher = ResponseWatcher(started)
         headers = _forwarded(self.headers.items()) + [("Accept-Encoding", "identity")]
         url = self.server.upstream_url(target.path, target.query)

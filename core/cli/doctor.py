@@ -91,19 +91,28 @@ def _print_findings(analysis: doctor.Analysis, replayed: list[Any]) -> None:
         print(line)
 
 
+def _round(analysis: doctor.Analysis, finding: doctor.RoundFinding) -> str:
+    """``round N``, with the line it was read from where that is another number (a line before it was not read)."""
+    source = analysis.rounds[finding.round - 1].source if finding.round <= len(analysis.rounds) else ""
+    number = source.rsplit(" ", 1)[-1]
+    shown = number.isdigit() and int(number) != finding.round and " line " in source
+    return f"round {finding.round} ({source})" if shown else f"round {finding.round}"
+
+
 def _print_summary(analysis: doctor.Analysis, transcript: doctor.Transcript, provider: str | None) -> None:
     first = analysis.first_break
     if first:
         char = first.field_char if first.field_char is not None else first.first_diff_char
         change = f": {first.parameter} {first.old_value} -> {first.new_value}" if first.parameter else ""
-        print(f"The cache first breaks in round {first.round}: {first.cause} in {doctor.where(first)} ({first.field}) "
-              f"at character {char} of it{change}.")
+        print(f"The cache first breaks in {_round(analysis, first)}: {first.cause} in {doctor.where(first)} "
+              f"({first.field}) at character {char} of it{change}.")
     elif any(f.cause == doctor.SERVER_HISTORY for f in analysis.findings):
         print("No break found in what the bodies hold, but the history they continue (previous_response_id) lives "
               "on the server and cannot be checked.")
     elif transcript.errors:
-        print(f"No break among the {len(analysis.findings)} rounds read; {len(transcript.errors)} lines could not "
-              "be read and were not checked.")
+        lines = f"{len(transcript.errors)} lines" if len(transcript.errors) != 1 else "1 line"
+        print(f"No break among the {len(analysis.findings)} rounds read; {lines} could not be read and "
+              f"{'was' if lines == '1 line' else 'were'} not checked.")
     else:
         print(_no_break(analysis))
     for f in analysis.findings:
@@ -208,7 +217,7 @@ def _record(analysis: doctor.Analysis, transcript: doctor.Transcript, replayed: 
             record["replay"] = replayed[index].to_dict()
         records.append(record)
     return {"format": analysis.formats, "mixed": transcript.mixed, "rendering": analysis.rendering,
-            "errors": analysis.errors,
+            "errors": analysis.errors, "not_used": transcript.unused,
             "notes": analysis.notes, "audit": [item.to_dict() for item in doctor.audit(analysis)], "rounds": records}
 
 
@@ -229,11 +238,11 @@ def _failed(args: argparse.Namespace, results: Sequence[Result],
             inputs: Sequence[tuple[str, doctor.Transcript]]) -> bool:
     """--fail-on-break: a round that breaks the cache (unless allowed), or a line that could not be read."""
     failed = False
-    defects = [(name, f) for name, _, a, _ in results for f in a.findings
+    defects = [(name, f, a) for name, _, a, _ in results for f in a.findings
                if f.breaks_cache and f.cause not in args.allow]
     if defects:
-        name, f = defects[0]
-        print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} round {f.round}: {f.cause} "
+        name, f, analysis = defects[0]
+        print(f"FAIL: {len(defects)} round(s) break the prompt cache; first: {name} {_round(analysis, f)}: {f.cause} "
               f"in {doctor.where(f)} ({f.field})")
         failed = True
     unread = [error for _, transcript in inputs for error in transcript.errors]
@@ -258,6 +267,8 @@ def run(args: argparse.Namespace) -> int:
     for _, transcript in inputs:
         for error in transcript.errors:
             print(f"not read: {error}", file=sys.stderr)
+        for problem in transcript.unused:  # the round was read; one of its figures is left out
+            print(f"not used: {problem}", file=sys.stderr)
     decisions = [doctor.comparison(transcript, name) for name, transcript in inputs]
     refused = [d for d in decisions if d.kind in (doctor.UNREAD, doctor.SINGLE_ROUND)]
     if args.fail_on_break:  # a simulated comparison is a lesson, not rounds of the user's to gate

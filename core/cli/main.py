@@ -18,6 +18,7 @@ summary, ``--json`` and ``--csv``, and the exit status is 130 (as a shell report
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -172,7 +173,12 @@ def run_one(spec: Experiment, prepared: Any, conn: Connection, target: Target, s
 
 
 def unsaved(store: RunStore | None) -> bool:
-    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends)."""
+    """Say, at the end, when rounds measured could not be written to the store (they are lost when this ends):
+    waiting for a database that fails, or all of them in memory since the store asked for could not be used."""
+    if store is not None and not store.on_disk and store.problem:
+        print(f"error: nothing measured here was kept: the run store asked for could not be used ({store.problem}) "
+              "Every round is in the table above (and in --json/--csv when given).", file=sys.stderr)
+        return True
     if store is None or not store.unsaved or store.flush():
         return False
     print(f"error: {store.unsaved} writes of the runs measured here (rounds, their start or end) were not saved: "
@@ -262,9 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
-        if args.command:
-            return int(SUBCOMMANDS[args.command].run(args))
-        return run_experiments(args)
+        code = int(SUBCOMMANDS[args.command].run(args)) if args.command else run_experiments(args)
+        sys.stdout.flush()  # a reader that went away (`| head`) is found here, not in a traceback at exit
+        return code
     except KeyboardInterrupt:  # before anything was measured (starting the engine, connecting)
         print("Interrupted (Ctrl-C).", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:  # `runs list | head`: the reader has what it wanted; no traceback, no flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

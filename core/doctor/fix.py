@@ -96,7 +96,8 @@ def _parse(text: str) -> tuple[str, Any, list[_Entry]]:
             data = None
         if not (isinstance(data, dict) and isinstance(data.get("requests"), list)):
             entries = []
-            for line in text.splitlines():
+            lines = text.split("\n")  # as the doctor numbers them: U+2028 inside a string is no line break
+            for line in lines[:-1] if lines[-1] == "" else lines:
                 try:
                     item = json.loads(line) if line.strip() else None
                 except (json.JSONDecodeError, RecursionError):  # the doctor named the line; it is kept as it is

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from core.backends.usage import find_usage, read_timings, read_usage
 from core.doctor import exports, traces
 from core.doctor.diagnostics import provider_diagnosis
 from core.doctor.formats import decide, read_body
-from core.doctor.model import Measured, Round, Transcript, TranscriptError, text_round
+from core.doctor.model import Measured, Round, Transcript, TranscriptError, json_problem, text_round
 from core.doctor.rules import served_by
 from core.documents import DocumentError, read_document
 
@@ -123,7 +123,7 @@ def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, lis
 def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = None) -> Transcript:
     """Every entry read, in the format decided for the whole log (`formats.decide`), or ``fmt`` when forced."""
     formats, mixed = decide([_unwrap(data)[:2] for _, data in items], fmt)
-    rounds, errors = [], []
+    rounds, errors, unused = [], [], []
     for (where, data), line_format in zip(items, formats, strict=True):
         try:
             round_, problems = read_line(data, where, line_format)
@@ -138,25 +138,43 @@ def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = N
             errors.append(f"{where}: could not be read ({type(exc).__name__}: {exc})")
             continue
         rounds.append(round_)
-        errors += [f"{where}: {problem}" for problem in problems]
+        unused += [f"{where}: {problem}" for problem in problems]
     notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
              "only what this body adds is compared" for r in rounds if r.server_history]
-    return Transcript(rounds, errors, kind, notes, mixed)
+    return Transcript(rounds, errors, kind, notes, mixed, unused)
+
+
+def _objects_once(twice: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A JSON object hook that notes each key given twice in one object (JSON keeps the last, silently)."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found = dict(pairs)
+        if len(found) != len(pairs):
+            seen: set[str] = set()
+            twice.extend(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        return found
+    return hook
 
 
 def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
-    items, errors = [], []
+    items, errors, unused = [], [], []
+    twice: list[str] = []
+    decoder = json.JSONDecoder(object_pairs_hook=_objects_once(twice))
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may sit inside a string
         if not line.strip():
             continue
         try:
-            items.append((f"{name} line {number}", json.loads(line)))
+            items.append((f"{name} line {number}", decoder.decode(line)))
         except json.JSONDecodeError as exc:
-            errors.append(f"{name} line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+            errors.append(f"{name} line {number}: not valid JSON ({json_problem(exc)})")
         except RecursionError:
             errors.append(f"{name} line {number}: nested too deeply to read (deeper than Python's recursion limit)")
+        if twice:
+            unused += [f"{name} line {number}: the key {key!r} is given twice in one object; the last one is read, "
+                       "as JSON readers do" for key in dict.fromkeys(twice)]
+            twice.clear()
     transcript = _read_items(items, "jsonl", fmt)
     transcript.errors = sorted(errors + transcript.errors, key=_line_number)
+    transcript.unused = sorted(unused + transcript.unused, key=_line_number)
     return transcript
 
 
@@ -241,6 +259,13 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
     try:
         return name, read_document(data, name, max_bytes)
     except DocumentError as exc:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:  # a log: the line says more than the byte
+            if "UTF-8" in str(exc):
+                line = data.count(b"\n", 0, bad.start) + 1
+                raise TranscriptError(f"{name} line {line} is not valid UTF-8 (byte {bad.start} of the file): save "
+                                      "the log as UTF-8 text, or delete that line.") from None
         raise TranscriptError(str(exc)) from None
 
 

@@ -19,6 +19,11 @@ class TranscriptError(ValueError):
     """The input cannot be read as rounds at all; the message says why."""
 
 
+def json_problem(exc: json.JSONDecodeError) -> str:
+    """A JSON error in words with its column ("Unterminated string starting at" already ends in "at")."""
+    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno}"
+
+
 @dataclass
 class Block:
     """One part of a message as it reaches the model. ``field`` names it in findings (content, tool_calls,
@@ -96,6 +101,9 @@ class Transcript:
     kind: str = "jsonl"  # jsonl | json | files | system_prompt | simulated | trace
     notes: list[str] = field(default_factory=list)
     mixed: str | None = None  # the log's lines really show more than one format: a sentence saying so
+    # what a round that was read could not use ("line 2: usage...cached_tokens = '1152' (not a token count)"):
+    # named, never counted as a line that could not be read
+    unused: list[str] = field(default_factory=list)
 
     @property
     def formats(self) -> list[str]:

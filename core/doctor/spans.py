@@ -65,7 +65,10 @@ def otlp_value(value: Any) -> Any:
         if key in value:
             return value[key]
     if "intValue" in value:
-        return int(value["intValue"])
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):  # "lots": kept as sent, and named where it is read as a count
+            return value["intValue"]
     if "arrayValue" in value:
         return [otlp_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
     if "kvlistValue" in value:

@@ -155,11 +155,19 @@ def _text(key: str, value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _objects(value: Any, key: str, what: str) -> list[Mapping[str, Any]]:
+    """``value`` as a list of JSON objects, else a `Gap` naming the attribute (a hostile or broken exporter)."""
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        shown = type(value).__name__ if isinstance(value, list | Mapping) else repr(value)[:40]
+        raise Gap(f"{key} is not a list of {what} (it holds {shown}): this span cannot be read")
+    return value
+
+
 def genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A GenAI semconv message (``role``, ``parts``) as a Chat Completions message."""
     out: dict[str, Any] = {"role": message.get("role", "user")}
     texts, calls = [], []
-    for part in message.get("parts") or []:
+    for part in _objects(message.get("parts") or [], key, "message parts"):
         kind = part.get("type")
         if kind == "text":
             texts.append(_text(key, part.get("content", "")))
@@ -189,9 +197,11 @@ def _chat_tool(tool: Any) -> Any:
 
 def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     system = _json(attributes, "gen_ai.system_instructions")
-    messages = [genai_message(m, "gen_ai.input.messages") for m in _json(attributes, "gen_ai.input.messages", [])]
+    messages = [genai_message(m, "gen_ai.input.messages")
+                for m in _objects(_json(attributes, "gen_ai.input.messages", []), "gen_ai.input.messages", "messages")]
     if system:
-        parts = system if isinstance(system, list) else [{"type": "text", "content": system}]
+        parts = _objects(system, "gen_ai.system_instructions", "message parts") if not isinstance(system, str) \
+            else [{"type": "text", "content": system}]
         messages.insert(0, genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
     definitions = attributes.get("gen_ai.tool.definitions")
     if definitions is None and "llm.request.functions.0.name" in attributes:  # LiteLLM: OpenLLMetry's tool keys
@@ -330,7 +340,8 @@ def span_tools(attributes: Mapping[str, Any]) -> list[Any] | None:
     return None
 
 
-def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
+def _count_keys(attributes: Mapping[str, Any], kind: str) -> tuple[str, str, str]:
+    """The attributes holding the prompt's and the cached tokens' counts (``""``: none), and the source's name."""
     if kind == OPENINFERENCE:
         prompt, cached, source = "llm.token_count.prompt", "llm.token_count.prompt_details.cache_read", "cache_read"
     elif kind == VERCEL and "ai.usage.cachedInputTokens" in attributes:
@@ -342,6 +353,11 @@ def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
         cached = next((k for k in ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")
                        if k in attributes), "")
         source = "cache_read"
+    return prompt, cached, source
+
+
+def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
+    prompt, cached, source = _count_keys(attributes, kind)
     cached_tokens = count(attributes.get(cached)) if cached else None
     if cached_tokens is None:
         return None
@@ -349,6 +365,24 @@ def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
     if prompt_tokens is not None and cached_tokens > prompt_tokens:
         return None
     return Measured(prompt_tokens, cached_tokens, source)
+
+
+MODEL_KEYS = ("gen_ai.request.model", "llm.model_name", "gen_ai.response.model")
+
+
+def span_problems(attributes: Mapping[str, Any], kind: str) -> list[str]:
+    """What of a span's counts and model cannot be used, each naming its attribute: a count that is no whole
+    number, a cached count above the prompt's (the column is left empty), a model that is no name."""
+    prompt, cached, _ = _count_keys(attributes, kind)
+    problems = [f"{key} = {attributes[key]!r:.40} (not a token count): left out" for key in (prompt, cached)
+                if key and attributes.get(key) is not None and count(attributes[key]) is None]
+    prompt_tokens, cached_tokens = count(attributes.get(prompt)), count(attributes.get(cached)) if cached else None
+    if prompt_tokens is not None and cached_tokens is not None and cached_tokens > prompt_tokens:
+        problems.append(f"usage not used: {cached_tokens} cached tokens is more than the {prompt_tokens} prompt "
+                        f"tokens ({cached} > {prompt})")
+    problems += [f"{key} = {attributes[key]!r:.40} (not a model name): left out" for key in MODEL_KEYS
+                 if attributes.get(key) is not None and not isinstance(attributes[key], str)]
+    return problems
 
 
 def _provider_tools(tools: list[Any] | None) -> list[str]:
@@ -502,12 +536,13 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
     found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
-    nodes, errors = [], []
+    nodes, errors, unused = [], [], []
     for span, kind in found:
         try:
             nodes.append(Node(span.span_id, span.parent, span_round(span, kind)))
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
+        unused += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
     nodes, merged = one_per_call(nodes, "LLM spans")
     rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})
@@ -521,7 +556,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")
-    return Transcript(rounds, errors, "trace", notes)
+    return Transcript(rounds, errors, "trace", notes, unused=unused)
 
 
 def read_text(text: str, name: str) -> Transcript | None:

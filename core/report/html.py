@@ -26,6 +26,7 @@ from core.conclusions import MachineState, conclusion_of, paragraph
 from core.experiments import EXPERIMENTS
 from core.export import Record
 from core.roofline.report import si
+from core.secrets import scrubbed
 from core.store.dates import run_date
 from core.store.db import SavedRun
 from core.store.machine import machine_name
@@ -55,7 +56,8 @@ def _vendored_js() -> str:
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """Text for the page, escaped, with any key it carries masked (a URL's password, a provider's echo)."""
+    return html.escape(scrubbed("" if value is None else str(value)))
 
 
 SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
@@ -66,7 +68,7 @@ def _script_json(value: Any) -> str:
     """JSON safe inside a <script> element: no ``<`` at all, so neither ``</script>`` nor ``<!--<script>`` (which
     puts the HTML parser in a state where ``</script>`` no longer ends the element: every chart blanked) can
     occur; the same strings once parsed."""
-    return json.dumps(value, ensure_ascii=False).translate(SCRIPT_SAFE)
+    return scrubbed(json.dumps(value, ensure_ascii=False)).translate(SCRIPT_SAFE)
 
 
 def _embedded(chart: alt.TopLevelMixin) -> dict[str, Any]:

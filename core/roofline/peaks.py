@@ -4,8 +4,10 @@
 
 - compute: a float32 matrix multiply (``a @ b``, 2·n³ FLOPs) run by numpy's BLAS on all its threads,
   best of the repeats that fit in about a second;
-- bandwidth: every core sums its own slice of one float64 array at least 8x the last-level cache
-  (at least 256 MiB), all at once (numpy releases the GIL inside the reduction), best pass.
+- bandwidth: every core sums its own slice of one float64 array 8x the last-level cache (at least
+  256 MiB), all at once (numpy releases the GIL inside the reduction), best pass. The array is
+  bounded by the memory: 1 GiB at most (a VM may report a 480 MiB "cache": 8x is 3.8 GB), and a
+  quarter of the memory available now (`working_set_size`); its size says what was chosen and why.
 
 Both are lower bounds of the true peaks (a hand-tuned kernel does better), which is why an MBU
 above 100 % means the probe undershot, not a faster-than-memory server. The result is cached per
@@ -34,6 +36,8 @@ from core.engine.meter import CpuMeter
 PROBE = "probe"
 MATMUL_N = 2048
 MIN_WORKING_SET = 256 << 20
+MAX_WORKING_SET = 1 << 30  # past 2x any real last-level cache; a bigger array measures nothing more
+FLOOR_WORKING_SET = 16 << 20  # the least it takes, however little memory is free
 CACHE_FILE = "roofline.json"
 
 
@@ -111,6 +115,35 @@ def last_level_cache() -> int | None:
     return max(sizes) if sizes else None
 
 
+def available_memory() -> int | None:
+    """The memory available now in bytes (Linux's ``MemAvailable``, else free pages); None when unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def working_set_size(llc: int | None, available: int | None) -> tuple[int, str]:
+    """The bandwidth probe's array in bytes, and why that size: 8x the last-level cache (at least
+    `MIN_WORKING_SET`), at most `MAX_WORKING_SET` and a quarter of the memory available."""
+    wanted = max(MIN_WORKING_SET, 8 * (llc or 0))
+    reason = (f"8x the {llc >> 20} MiB LLC" if llc and 8 * llc > MIN_WORKING_SET else
+              f"the {MIN_WORKING_SET >> 20} MiB least, over 8x the {llc >> 20} MiB LLC" if llc else
+              f"the {MIN_WORKING_SET >> 20} MiB least, no LLC size known")
+    if wanted > MAX_WORKING_SET:
+        wanted, reason = MAX_WORKING_SET, f"{reason}, capped at {MAX_WORKING_SET >> 20} MiB"
+    if available is not None and wanted > available // 4:
+        wanted = max(FLOOR_WORKING_SET, available // 4)
+        reason = f"{reason}, capped at a quarter of the {available >> 20} MiB available"
+    return wanted, reason
+
+
 def blas() -> tuple[str, int | None]:
     """The BLAS numpy's matmul runs, with the kernel it picked for this CPU, and its threads.
 
@@ -155,7 +188,7 @@ def measure_compute(n: int = MATMUL_N, budget_s: float = 1.0) -> Ceiling:
 def measure_bandwidth(working_set: int | None = None, threads: int | None = None, budget_s: float = 1.0) -> Ceiling:
     """Every thread sums its slice of one float64 array at once; bytes read / the slowest thread's time."""
     llc = last_level_cache()
-    size = working_set or max(MIN_WORKING_SET, 8 * (llc or 0))
+    size, chosen = (working_set, "asked for") if working_set else working_set_size(llc, available_memory())
     workers = threads or cores()
     data = np.ones(size // 8, dtype=np.float64)  # written once: every page is backed before timing
     slices = np.array_split(data, workers)
@@ -187,9 +220,8 @@ def measure_bandwidth(working_set: int | None = None, threads: int | None = None
         start.wait()
         for thread in pool:
             thread.join()
-    llc_text = f", LLC {llc >> 20} MiB" if llc else ""
     return Ceiling(data.nbytes / best, "numpy float64 sum, one slice per thread",
-                   f"{data.nbytes >> 20} MiB{llc_text}, best of {runs}", workers, f"numpy {np.__version__}")
+                   f"{data.nbytes >> 20} MiB ({chosen}), best of {runs}", workers, f"numpy {np.__version__}")
 
 
 def probe(matmul_n: int = MATMUL_N, working_set: int | None = None, budget_s: float = 1.0) -> Roof:
@@ -241,6 +273,9 @@ def _invalid(roof: Roof) -> str:
 def cache_problem() -> str:
     """A sentence when the cache holds figures for this machine that cannot be used ("" otherwise): they are
     treated as absent, and the probe measures again."""
+    if _store().exists() and not _store().is_file():
+        return (f"{_store()} is a folder, not a file of figures: this machine is measured each time until it is "
+                "moved aside.")
     entry = _known().get(machine_key())
     if entry is None and _store().exists() and not _known():
         return f"{_store()} is not a JSON object of figures; it is ignored and the machine is measured again."
@@ -269,8 +304,11 @@ def save(roof: Roof) -> None:
     (``[]``, ``null``) is replaced."""
     known = _known()
     known[machine_key()] = roof.to_dict()
-    _store().parent.mkdir(parents=True, exist_ok=True)
-    _store().write_text(json.dumps(known, indent=1))
+    try:
+        _store().parent.mkdir(parents=True, exist_ok=True)
+        _store().write_text(json.dumps(known, indent=1))
+    except OSError:
+        pass  # a folder in its place, a read-only disk: the figures serve this time (`cache_problem` says why)
 
 
 def machine_roof(rerun: bool = False) -> Roof:

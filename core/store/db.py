@@ -43,7 +43,7 @@ from core.export import Record
 from core.runs.runner import DONE, FAILED, RUNNING, STOPPED
 from core.secrets import redact, without_keys
 from core.store.codec import compact, record_from_dict
-from core.store.engine import SQLITE, Database, DatabaseError, PostgreSQL, SQLite, is_url
+from core.store.engine import SQLITE, Database, DatabaseError, PostgreSQL, SQLite, is_url, shown, url_problem
 from core.store.machine import machine_info
 from core.store.schema import SCHEMA_VERSION, foreign, migrate, version
 
@@ -248,11 +248,16 @@ class RunStore:
                                     "to another database", transient=False)
             migrate(db)
 
+        if problem := url_problem(url):
+            raise StoreError(f"The run store {shown(url)} {problem}. Fix {ENV}.")
         db = PostgreSQL(url, on_connect=take_up)
         store = cls(db)
         try:
             db.ping()
         except DatabaseError as exc:
+            if exc.refused_login:
+                db.close()
+                raise StoreError(f"The run store {db.location} cannot be used: {exc}.") from exc
             if not exc.transient:
                 db.close()
                 raise StoreError(f"{exc}.") from exc
@@ -321,7 +326,8 @@ class RunStore:
     def _failed(self, exc: DatabaseError) -> None:
         """Say why the database fails now, and what to do."""
         if exc.transient:
-            todo = (f"Start the database server, or check {ENV}" if self.shared else
+            todo = (f"Check the user name and password in {ENV}" if exc.refused_login else
+                    f"Start the database server, or check {ENV}" if self.shared else
                     "Free some disk space, or close the program that holds the file")
             self._failing = f"The run store {self.location} cannot be used now ({exc}). {todo}"
         else:

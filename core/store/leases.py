@@ -8,7 +8,8 @@ place a waiting visitor is shown is global and in arrival order. A waiting run a
 
 Every one of these transactions first removes the leases whose heartbeat is older than the lease time (their
 replica is gone: ``kill -9``, a lost host) and marks their runs `CUT` in the runs table, with every round
-they wrote, so their places go to the next in line. Replicas' clocks must agree within a few seconds (NTP).
+they wrote, so their places go to the next in line. Every heartbeat and expiry is on the database's clock
+(`Database.now_sql`), never a replica's: a replica whose clock is off cannot take a live run's place.
 
 The database unreachable when a run joins: the run waits in this replica's own line (`RunQueue`) instead,
 so a visitor's own key still runs (runs on the operator's key were refused by the ledger already).
@@ -20,7 +21,6 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
 
 from core.hosting import Refused
 from core.runs.runner import RUNNING, BackgroundRun, RunQueue
@@ -35,9 +35,8 @@ WAITING = "waiting"
 class LeaseLine:
     """`core.runs.runner.Line` on a store's database (table ``run_leases``)."""
 
-    def __init__(self, db: Database, lease_s: float = 20.0, clock: Callable[[], float] = time.time,
-                 replica: str | None = None) -> None:
-        self.db, self.lease_s, self.clock = db, lease_s, clock
+    def __init__(self, db: Database, lease_s: float = 20.0, replica: str | None = None) -> None:
+        self.db, self.lease_s = db, lease_s
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}"
         self._changed = threading.Condition()
         self._mine: dict[str, BackgroundRun] = {}  # the leases this replica holds, by run id
@@ -74,9 +73,9 @@ class LeaseLine:
     def join(self, run: BackgroundRun, cap: int | None = None, per_visitor: int | None = None,
              max_waiting: int | None = None) -> None:
         """Take the last place in the one line; `Refused` as `RunQueue.join`, counted over every replica."""
-        now = self.clock()
         try:
             with self.db.transaction(lock=LINE_LOCK) as tx:
+                now = tx.now()
                 self._expire(tx, now)
                 if per_visitor is not None and run.visitor:
                     mine = int(tx.execute("SELECT COUNT(*) FROM run_leases WHERE visitor = ?",
@@ -99,8 +98,8 @@ class LeaseLine:
 
     def _turn(self, run: BackgroundRun, cap: int) -> bool:
         """One look: renew this run's lease (a new place at the end if it expired), run it if its turn came."""
-        now = self.clock()
         with self.db.transaction(lock=LINE_LOCK) as tx:
+            now = tx.now()
             self._expire(tx, now)
             row = tx.execute("SELECT arrival FROM run_leases WHERE run_id = ?", (run.run_id,)).one()
             if row is None:  # the database was away longer than a lease: back in line, at the end
@@ -175,7 +174,7 @@ class LeaseLine:
 
     def _counts_now(self) -> tuple[int, int, int]:
         with self.db.transaction(lock=LINE_LOCK) as tx:
-            self._expire(tx, self.clock())
+            self._expire(tx, tx.now())
             return self._counts(tx)
 
     # -- the heartbeat ------------------------------------------------------------------------
@@ -195,7 +194,7 @@ class LeaseLine:
             if not ids:
                 continue
             try:
-                self.db.execute(f"UPDATE run_leases SET heartbeat = ? WHERE run_id IN ({','.join('?' * len(ids))})",
-                                (self.clock(), *ids))
+                self.db.execute(f"UPDATE run_leases SET heartbeat = {self.db.now_sql} "
+                                f"WHERE run_id IN ({','.join('?' * len(ids))})", ids)
             except DatabaseError:
                 pass  # tried again at the next beat; past the lease time other replicas free these places

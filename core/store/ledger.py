@@ -3,7 +3,9 @@
 A reservation is one transaction under the ledger's lock (PostgreSQL: an advisory lock every replica takes;
 SQLite: ``BEGIN IMMEDIATE``): it reads what the visitor spent in 24 hours and everyone in the last hour, and
 writes the new spend only if both budgets hold. Two replicas reserving at once are serialized by the lock,
-and each reads the other's committed spend, so together they never go past a budget. A settlement replaces
+and each reads the other's committed spend, so together they never go past a budget. Every time is the
+database's clock (`Database.now_sql`), never a replica's: a replica whose clock is an hour off still counts
+everyone's last hour. A settlement replaces
 the estimate by what the run sent, in its own transaction.
 
 Budgets fail closed: a ledger that cannot be read refuses every run on the operator's key with a sentence
@@ -14,8 +16,6 @@ that cannot be written keeps the estimate (the safe side) and is tried again bef
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 from core.hosting import DAY_S, HOUR_S, HostedSettings, Refused, Spend, check_budgets
 from core.store.engine import Database, DatabaseError
@@ -27,9 +27,8 @@ PRUNE_EVERY_S = 600.0  # spends older than a day are deleted at most this often
 class StoreLedger:
     """`core.hosting.Ledger` on a store's database (table ``budget_spends``)."""
 
-    def __init__(self, db: Database, clock: Callable[[], float] = time.time, down: str = "") -> None:
+    def __init__(self, db: Database, down: str = "") -> None:
         self.db = db
-        self.clock = clock
         self.down = down  # why the store asked for could not be opened: then nothing is reserved at all
         self._unsettled: dict[str, int] = {}  # settlements the database did not take yet: spend id -> tokens
         self._guard = threading.Lock()
@@ -40,10 +39,10 @@ class StoreLedger:
         if self.down:
             raise Refused("ledger_down", reason=self.down)
         self._settle_pending()
-        now = self.clock()
-        spend = Spend(visitor, tokens, now)
         try:
             with self.db.transaction(lock=LEDGER_LOCK) as tx:
+                now = tx.now()  # the database's clock, read under the lock: every replica's spends on one clock
+                spend = Spend(visitor, tokens, now)
                 mine = tx.execute("SELECT COALESCE(SUM(tokens), 0) FROM budget_spends WHERE visitor = ? AND "
                                   "reserved_at >= ?", (visitor, now - DAY_S)).scalar()
                 hour, oldest = tx.execute("SELECT COALESCE(SUM(tokens), 0), MIN(reserved_at) FROM budget_spends "
@@ -79,6 +78,6 @@ class StoreLedger:
 
     def spent(self, since_s: float = HOUR_S) -> int:
         """Everyone's tokens of the last ``since_s`` seconds (reserved or settled)."""
-        total = self.db.execute("SELECT COALESCE(SUM(tokens), 0) FROM budget_spends WHERE reserved_at >= ?",
-                                (self.clock() - since_s,)).scalar()
+        total = self.db.execute(f"SELECT COALESCE(SUM(tokens), 0) FROM budget_spends WHERE reserved_at >= "
+                                f"{self.db.now_sql} - ?", (since_s,)).scalar()
         return int(total)

@@ -308,12 +308,19 @@ def import_export(store: RunStore, text: str, name: str, owner: str = "", source
     return ids
 
 
+def _date(value: Any) -> float | None:
+    """A stored date as an export holds it: null for one no clock can show (1e300, Infinity: an older
+    version's import), which `_check_run` would refuse on the way back in."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= LAST_DATE
+    return float(value) if ok else None
+
+
 def export_run(saved: SavedRun, records: Sequence[Record]) -> str:
     """A stored run as an export another machine can import (cut runs are exported as stopped)."""
     run = {"format": EXPORT_FORMAT, "experiment": saved.experiment, "label": saved.label,
            "machine": saved.machine, "machine_name": machine_name(saved.machine), "source": saved.source,
            "status": saved.status if saved.status in ENDED else CUT,  # a run still going exports as cut
-           "started_at": saved.started_at, "finished_at": saved.finished_at, "summary": saved.summary}
+           "started_at": _date(saved.started_at), "finished_at": _date(saved.finished_at), "summary": saved.summary}
     spec = EXPERIMENTS.get(saved.experiment)
     return to_json(saved.settings, {spec.records if spec else "rounds": records}, run=run)
 

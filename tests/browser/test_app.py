@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, IDLE, running_app
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, EVENT_MS, IDLE, reached, running_app
 
 pytestmark = pytest.mark.browser
 
@@ -32,7 +32,7 @@ def page(app_url: str) -> Iterator[Page]:
         browser.close()
 
 
-def idle(page: Page, timeout: float = 120) -> None:
+def idle(page: Page, timeout: float = EVENT_MS / 1000) -> None:
     page.wait_for_selector(IDLE, timeout=timeout * 1000)
 
 
@@ -69,7 +69,7 @@ def table_rows(page: Page, at_least: int = 1) -> list[dict[str, str]]:
 def open_cache_page(page: Page, app_url: str) -> None:
     page.goto(app_url + "/cache")
     idle(page)
-    expect(page.get_by_test_id("stAlertContentSuccess").get_by_text("Healthy")).to_be_visible(timeout=60_000)
+    expect(page.get_by_test_id("stAlertContentSuccess").get_by_text("Healthy")).to_be_visible(timeout=EVENT_MS)
 
 
 def test_prefix_cache_live_rounds_with_uploaded_document(page: Page, app_url: str, tmp_path):
@@ -84,17 +84,17 @@ def test_prefix_cache_live_rounds_with_uploaded_document(page: Page, app_url: st
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click()
 
     # after round 1 the chart and the table are already there, while the run goes on
-    expect(page.get_by_text(re.compile(r"Round 2 of 6"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(reached(2, 6))).to_be_visible(timeout=EVENT_MS)
     expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible()
     first = table_rows(page)
     assert len(first) >= 1 and first[0]["strategy"] == "append_only"
 
     # after round 3 (the last append-only round) the pattern is already there
-    expect(page.get_by_text(re.compile(r"Round 4 of 6"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(reached(4, 6))).to_be_visible(timeout=EVENT_MS)
     table_rows(page, at_least=3)
     _check_cache_pattern(page)
 
-    idle(page, timeout=180)
+    idle(page)
     expect(page.get_by_text("Done: 6 rounds.")).to_be_visible()
     expect(page.locator(ROWS)).to_have_count(6)
     _check_cache_pattern(page)
@@ -107,10 +107,10 @@ def test_stop_keeps_completed_rounds_and_language_switch(page: Page, app_url: st
     set_number(page, "Rounds per strategy", 10)
     set_number(page, "Document budget (tokens)", 1500)
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Run", exact=True).click()
-    expect(page.get_by_text(re.compile(r"Round 3 of 20"))).to_be_visible(timeout=90_000)
+    expect(page.get_by_text(reached(3, 20))).to_be_visible(timeout=EVENT_MS)
     page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True).click()
     notice = page.get_by_text(re.compile(r"Stopped\. The \d+ rounds measured before the stop are kept\."))
-    expect(notice).to_be_visible(timeout=60_000)
+    expect(notice).to_be_visible(timeout=EVENT_MS)
     kept = int(re.search(r"The (\d+) rounds", notice.inner_text()).group(1))
     assert 2 <= kept < 20
     idle(page)
@@ -146,17 +146,17 @@ def test_two_sessions_are_serialised_and_keep_their_own_results(app_url: str):
             set_number(tab, "Document budget (tokens)", 600)
         main = "stMainBlockContainer"
         first.get_by_test_id(main).get_by_role("button", name="Run", exact=True).click()
-        expect(first.get_by_text(re.compile(r"Round 1 of 30"))).to_be_visible(timeout=30_000)
+        expect(first.get_by_text(reached(1, 30))).to_be_visible(timeout=EVENT_MS)
         second.get_by_test_id(main).get_by_role("button", name="Run", exact=True).click()
         # the first run has 30 requests to go: the second waits for it, however fast the machine
-        expect(second.get_by_text(re.compile(r"^Waiting: another session"))).to_be_visible(timeout=30_000)
-        expect(first.get_by_text(re.compile(r"Round 3 of 30"))).to_be_visible(timeout=60_000)
+        expect(second.get_by_text(re.compile(r"^Waiting: another session"))).to_be_visible(timeout=EVENT_MS)
+        expect(first.get_by_text(reached(3, 30))).to_be_visible(timeout=EVENT_MS)
         expect(second.get_by_text(re.compile(r"^Waiting: another session"))).to_be_visible()
         first.get_by_test_id(main).get_by_role("button", name="Stop", exact=True).click()
         notice = first.get_by_text(re.compile(r"Stopped\. The \d+ rounds measured before the stop are kept\."))
-        expect(notice).to_be_visible(timeout=60_000)
+        expect(notice).to_be_visible(timeout=EVENT_MS)
         kept = int(re.search(r"The (\d+) rounds", notice.inner_text()).group(1))
-        expect(second.get_by_text("Done: 4 rounds.")).to_be_visible(timeout=180_000)
+        expect(second.get_by_text("Done: 4 rounds.")).to_be_visible(timeout=EVENT_MS)
         for tab, count in ((first, kept), (second, 4)):
             idle(tab)
             expect(tab.locator(ROWS)).to_have_count(count)  # each session sees only its own rounds
@@ -170,7 +170,7 @@ def test_a_chinese_browser_opens_in_chinese_and_the_sidebar_choice_wins(app_url:
         tab = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 1600}).new_page()
         tab.goto(app_url)
         idle(tab)
-        expect(tab.get_by_role("heading", name="一次请求的时间都去哪了？")).to_be_visible(timeout=30_000)
+        expect(tab.get_by_role("heading", name="一次请求的时间都去哪了？")).to_be_visible(timeout=EVENT_MS)
         tab.get_by_test_id("stSidebar").get_by_text("English").click()
         idle(tab)
         expect(tab.get_by_role("heading", name="Where does a request's time go?")).to_be_visible()

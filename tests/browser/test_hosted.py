@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from core.experiments import output_length
 from tests.browser.test_app import idle
-from tests.support.browser import running_app
+from tests.support.browser import EVENT_MS, reached, running_app
 from tests.support.fake_openai import FakeOpenAIServer, Handler
 
 pytestmark = pytest.mark.browser
@@ -89,7 +89,7 @@ def hosted_url(api: CountingServer, tmp_path_factory: pytest.TempPathFactory) ->
 def visitor(browser: Browser, url: str) -> Page:
     """A new visitor: their own browser context (cookies), on the output-length page with the fake API's model."""
     page = browser.new_context(viewport={"width": 1300, "height": 1200}).new_page()
-    page.goto(url + "/output", timeout=90_000)  # 2 shared cores: a loaded machine opens pages slowly
+    page.goto(url + "/output", timeout=EVENT_MS)  # 2 shared cores: a loaded machine opens pages slowly
     idle(page)
     model = page.get_by_label("Model")
     model.fill("ok")
@@ -115,14 +115,14 @@ def test_eight_visitors_with_a_cap_of_four_four_run_four_wait_in_order_and_start
         for i, page in enumerate(pages):
             press_run(page)
             shown = re.compile(r"Round \d of 5") if i < CAP else re.compile(f"In line: you are number {i - CAP + 1}\\.")
-            expect(page.get_by_text(shown)).to_be_visible(timeout=30_000)
+            expect(page.get_by_text(shown)).to_be_visible(timeout=EVENT_MS)
         for i, page in enumerate(pages[CAP:]):
             assert f"In line: you are number {i + 1}." in status_of(page), "the line keeps its order"
         assert api.inside == CAP, f"{api.inside} requests at once; the cap is {CAP} runs"
     finally:
         api.gate.set()
     for page in pages:  # nobody presses anything: each waiting run starts by itself and ends
-        expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=150_000)
+        expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=EVENT_MS)
     assert api.most == CAP, f"{api.most} requests at once; the cap is {CAP} runs"
     for page in pages:
         page.context.close()
@@ -132,7 +132,7 @@ def test_a_closed_tabs_run_ends_within_the_grace_period(browser, hosted_url, api
     url, log_path = hosted_url
     page = visitor(browser, url)
     press_run(page)
-    expect(page.get_by_text(re.compile(r"Round 2 of 5"))).to_be_visible(timeout=60_000)
+    expect(page.get_by_text(reached(2, 5))).to_be_visible(timeout=EVENT_MS)
     page.context.close()
     closed = time.monotonic()
     deadline = closed + GRACE_S + 10
@@ -150,11 +150,11 @@ def test_a_visitor_over_their_budget_is_told_so(browser, hosted_url):
     url, _ = hosted_url
     page = visitor(browser, url)
     press_run(page)
-    expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=120_000)
+    expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=EVENT_MS)
     idle(page)
     press_run(page)
     expect(page.get_by_text(re.compile(r"tokens a visitor may spend on this demo's key in 24 hours"))).to_be_visible(
-        timeout=30_000)
+        timeout=EVENT_MS)
     expect(page.get_by_text(re.compile("Enter your own API key"))).to_be_visible()
     page.context.close()
 
@@ -175,7 +175,7 @@ def test_the_app_makes_no_request_to_any_host_but_its_own(browser, hosted_url):
     idle(page)
     page.locator(MAIN).get_by_role("button", name="Show recorded results").click()
     idle(page)
-    expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible(timeout=30_000)
+    expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible(timeout=EVENT_MS)
     page.wait_for_timeout(1000)
     context.close()
     foreign = sorted({u for u in seen if urlsplit(u).netloc != own and not u.startswith(("data:", "blob:"))})

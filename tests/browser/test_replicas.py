@@ -13,6 +13,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from core.experiments import output_length
 from tests.browser.test_app import idle
 from tests.browser.test_store import rounds_table, saved_list
+from tests.support.browser import EVENT_MS, reached
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.postgres import Cluster
 from tests.support.replicas import ROUTE_COOKIE, Replicas
@@ -51,7 +52,7 @@ def route(context: BrowserContext, replicas: Replicas, value: str) -> None:
 
 def open_output(page: Page, url: str) -> None:
     """The output-length page with the fake API's model."""
-    page.goto(url, timeout=90_000)
+    page.goto(url, timeout=EVENT_MS)
     idle(page)
     model = page.get_by_label("Model")
     model.fill("ok")
@@ -71,7 +72,7 @@ def test_a_visitors_run_and_budget_follow_them_to_the_other_replica_and_through_
     page = context.new_page()
     open_output(page, replicas.url + "/output")
     press_run(page)
-    expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=90_000)
+    expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=EVENT_MS)
     measured = [row["total_ms"] for row in rounds_table(page, 5)]
     link = page.url
     assert "visitor=" in link and set(replicas.landed(first)) == {0}
@@ -86,7 +87,7 @@ def test_a_visitors_run_and_budget_follow_them_to_the_other_replica_and_through_
         (listed,) = saved_list(page)
         assert listed["rounds"] == "5" and listed["status"] == "finished" and listed["model"] == "ok"
         press_run(page)  # the visitor's budget was spent on the other replica, or before the restart
-        expect(page.get_by_text(OVER_BUDGET)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(OVER_BUDGET)).to_be_visible(timeout=EVENT_MS)
 
     same_visitor_on(other, 1)
     replicas.restart_all()
@@ -106,13 +107,13 @@ def test_a_replica_killed_mid_run_frees_its_place_for_the_next_in_line_and_its_r
     api.token_delay = 0.3
     try:
         press_run(cut)
-        expect(cut.get_by_text(re.compile(r"Round 2 of 5"))).to_be_visible(timeout=60_000)
+        expect(cut.get_by_text(reached(2, 5))).to_be_visible(timeout=EVENT_MS)
         press_run(waiting)
-        expect(waiting.get_by_text("In line: you are number 1.")).to_be_visible(timeout=30_000)
+        expect(waiting.get_by_text("In line: you are number 1.")).to_be_visible(timeout=EVENT_MS)
         replicas.kill(0)
     finally:
         api.token_delay = 0.005
-    expect(waiting.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=(LEASE_S + 60) * 1000)
+    expect(waiting.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=EVENT_MS)
     open_output(cut, cut.url)  # the killed replica's visitor comes back: nginx sends them to the other one
     (listed,) = saved_list(cut)
     assert listed["status"].startswith("cut") and 1 <= int(listed["rounds"]) < 5, listed

@@ -16,6 +16,7 @@ from core.experiments.samples import EMBEDDED_BATCH, EMBEDDED_DEFAULT
 from core.report import ContentWords, build_report
 from core.report.html import ReportEntry
 from core.store import REFERENCE_ID, RunStore, import_export, open_store
+from tests.support.browser import EVENT_MS
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -62,7 +63,7 @@ def test_report_draws_its_charts_offline_in_chromium(store: RunStore, tmp_path: 
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(report.as_uri())
         page.wait_for_function("document.querySelectorAll('.chart').length > 0 && [...document.querySelectorAll("
-                               "'.chart')].every(c => c.querySelector('svg .role-mark'))", timeout=30_000)
+                               "'.chart')].every(c => c.querySelector('svg .role-mark'))", timeout=EVENT_MS)
         drawn = page.evaluate("""() => [...document.querySelectorAll('.chart')].map(chart => ({
             id: chart.id,
             marks: chart.querySelectorAll('.role-mark path, .role-mark line, .role-mark rect').length,

@@ -13,6 +13,7 @@ from playwright.sync_api import Browser
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.report import ContentWords, build_report
 from core.store import RunStore, export_run, import_export
+from tests.support.browser import EVENT_MS
 
 LABEL = "laptop <!--<script> </script><b>x</b> & \u2028 run"
 
@@ -36,7 +37,7 @@ def test_a_script_breaking_label_leaves_every_chart_drawn(browser: Browser, tmp_
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(report.as_uri())
     page.wait_for_function("document.querySelectorAll('.chart').length > 0 && [...document.querySelectorAll("
-                           "'.chart')].every(c => c.querySelector('svg .role-mark'))", timeout=30_000)
+                           "'.chart')].every(c => c.querySelector('svg .role-mark'))", timeout=EVENT_MS)
     charts = page.evaluate("[...document.querySelectorAll('.chart')].map(c => c.querySelectorAll("
                            "'g.role-mark path').length)")
     headings = page.evaluate("[...document.querySelectorAll('h3')].map(h => h.textContent)")

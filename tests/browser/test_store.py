@@ -19,7 +19,7 @@ from core.experiments.output_length import ID as OUTPUT
 from core.experiments.prefix_cache import ID as CACHE
 from core.store import CUT, RunStore
 from tests.support.apptest import ROOT
-from tests.support.browser import IDLE, running_app
+from tests.support.browser import EVENT_MS, IDLE, running_app
 from tests.support.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.browser
@@ -43,7 +43,7 @@ def new_tab(browser: Browser) -> Page:
     return browser.new_context(viewport={"width": 2400, "height": 1600}).new_page()  # the grid draws visible columns
 
 
-def idle(page: Page, timeout: float = 120) -> None:
+def idle(page: Page, timeout: float = EVENT_MS / 1000) -> None:
     page.wait_for_selector(IDLE, timeout=timeout * 1000)
 
 
@@ -101,7 +101,7 @@ def test_a_run_survives_a_reload_and_shows_in_a_second_tab(browser: Browser, tmp
             box.press("Enter")
             idle(page)
         run_button(page).click()
-        expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("Done: 5 rounds.")).to_be_visible(timeout=EVENT_MS)
         measured = rounds_table(page, 5)
 
         page.reload()  # the session is gone: a new one, with the embedded backend and no engine
@@ -149,7 +149,7 @@ def test_hosted_visitors_keep_their_runs_apart_and_a_killed_app_leaves_a_cut_run
             else:
                 pytest.fail("experiment 3 did not reach round 3")
             os.killpg(app.pid, signal.SIGKILL)
-            app.wait(10)
+            app.wait(60)
         (cut,) = [r for r in RunStore.open(str(db)).runs(CACHE) if r.source == "measured"]
         assert cut.status == CUT and 3 <= cut.rounds < 12 and cut.owner
 

@@ -10,8 +10,8 @@ from tests.support.apptest import ROOT, api_state, app, rendered
 FIXTURES = ROOT / "tests" / "data" / "doctor"
 
 
-def upload(fake_api, name: str, data: bytes):
-    at = app(**api_state(fake_api))
+def upload(fake_api, name: str, data: bytes, lang: str = "en"):
+    at = app(**api_state(fake_api), lang=lang)
     at.switch_page("app_pages/cache_doctor.py").run()
     at.file_uploader(key="doctor_files").upload(name, data, "application/json").run()
     assert not at.exception
@@ -54,7 +54,7 @@ def test_cache_doctor_page_reports_bad_lines_and_bad_files(fake_api):
     at = upload(fake_api, "log.jsonl", (FIXTURES / "malformed.jsonl").read_bytes())
     warnings = [w.value for w in at.warning]
     assert any("line 2: not valid JSON" in w for w in warnings) and any("line 3" in w for w in warnings)
-    assert any("2 lines could not be read and were not checked" in w for w in warnings)
+    assert any("could not be read and were not checked (lines not read: 2)" in w for w in warnings)
     assert not any("No round breaks the cache" in s.value for s in at.success)
     at.file_uploader(key="doctor_files").set_value(("log.jsonl", "\u00e9t\u00e9".encode("latin-1"), "text/plain")).run()
     assert any("not valid UTF-8" in e.value for e in at.error) and not at.exception
@@ -91,3 +91,9 @@ def test_a_value_early_in_the_prompt_is_named_on_the_page_and_other_conversation
                                              "crewai__agent_kickoff_multi_step_task_with_planning.jsonl").read_bytes())
     assert not at.success or not any("every round extends" in s.value for s in at.success)
     assert any("start another conversation" in i.value for i in at.info)
+
+
+def test_the_rendering_is_named_in_the_visitors_language(fake_api):
+    at = upload(fake_api, "agent.jsonl", (FIXTURES / "timestamp.jsonl").read_bytes(), lang="zh")
+    captions = [c.value for c in at.caption]
+    assert any("稳定序列化" in c for c in captions) and not any("stable serialization" in c for c in captions)

@@ -18,6 +18,8 @@ def test_every_page_renders_in_both_languages(fake_api, page):
         assert not at.error, (lang, [e.value for e in at.error])
         name = page.title.split(".")[-1]  # nav.cache: the page's own words are in [cache]
         assert [t.value for t in at.title] == [load(lang)[name]["title"]], lang
+        # Streamlit's own "Choose options" stood on the Chinese pages: each box says it in the visitor's language
+        assert all(box.proto.placeholder == load(lang)["common"]["choose"] for box in at.multiselect), lang
     assert fake_api.requests == [], "rendering a page sends nothing"
 
 
@@ -42,3 +44,10 @@ def test_experiments_1_and_2_with_repeats_show_p50_and_p90(fake_api, page, state
         assert {mark["p50"], mark["p90"]} <= measured, "percentiles are measured values (nearest rank)"
 
 
+
+
+def test_the_same_answer_metric_fits_its_column_in_both_languages():
+    """A metric's value is cut at its column's width (it showed "是：65 …"): a few characters, the ids in its help."""
+    for lang in ("en", "zh"):
+        words = load(lang)["kv_cache"]
+        assert len(words["same_yes"].format(n=129)) <= 9 and "{n}" in words["same_help"], lang

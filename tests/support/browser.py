@@ -7,6 +7,7 @@ the process group ended (killed if it will not stop) when the block ends.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,11 +17,23 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from playwright.sync_api import expect
 
 from core.engine.server import free_port
 from tests.support.apptest import ROOT
 
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+# Every wait of the browser tests is for an event, with a deadline only a hang reaches: on a busy 2-core machine
+# (load 8) a redraw takes seconds and a round tens of them. A check of what a redraw shows gets a minute (the
+# default of every `expect`), one that waits on the server (a round, a level, a stop, a page load) five.
+REDRAW_MS, EVENT_MS = 60_000, 300_000
+expect.set_options(timeout=REDRAW_MS)
+
+
+def reached(n: int, total: int, word: str = "Round") -> re.Pattern[str]:
+    """The progress line once step ``n`` of ``total`` or a later one is under way: a redraw on a busy machine
+    may skip a step, so waiting for exactly ``n`` could wait for ever."""
+    return re.compile(rf"{word} ({'|'.join(str(i) for i in range(n, total + 1))}) of {total}\b")
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
@@ -37,7 +50,7 @@ def start_app(log: Path | None = None, env: Mapping[str, str] | None = None, fla
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 env=dict(env) if env is not None else None)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while True:
         try:
             if httpx.get(url + "/_stcore/health", timeout=1).text == "ok":

@@ -153,7 +153,7 @@ class Replicas:
                 self.nginx = subprocess.Popen([NGINX, "-p", str(self.folder), "-c", str(conf), "-e",
                                                str(self.folder / "error.log")], stdout=out, stderr=subprocess.STDOUT,
                                               start_new_session=True)
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 120
             while True:
                 try:
                     if httpx.get(self.url + "/_stcore/health", timeout=1).text == "ok":
@@ -173,10 +173,10 @@ class Replicas:
         if self.nginx is not None and self.nginx.poll() is None:
             self.nginx.send_signal(signal.SIGQUIT)  # graceful: open connections finish
             try:
-                self.nginx.wait(10)
+                self.nginx.wait(60)
             except subprocess.TimeoutExpired:
                 self.nginx.kill()
-                self.nginx.wait(10)
+                self.nginx.wait(60)
         for i in range(len(self.ports)):
             self.stop(i)
 
@@ -228,7 +228,7 @@ class Replicas:
         for n in range(tries):
             route, since = f"probe{n}", self.log_size()
             answer = httpx.get(self.url + "/_stcore/health", cookies={ROUTE_COOKIE: route}, timeout=10)
-            deadline = time.monotonic() + 1
+            deadline = time.monotonic() + 30
             while answer.status_code == 200 and not self.landed(route, "/_stcore/health", since) \
                     and time.monotonic() < deadline:
                 time.sleep(0.02)  # nginx writes the line just after the answer

@@ -115,7 +115,9 @@ def verdict(t: Texts, analysis: doctor.Analysis) -> None:
 def show_analysis(t: Texts, name: str, analysis: doctor.Analysis) -> None:
     """One transcript's findings: the first break and its fix, the totals, the chart, the table, each break."""
     findings = [f.to_dict() for f in analysis.findings]
-    st.caption(t("doctor.rendering", rounds=len(findings), how=analysis.rendering,
+    how = " + ".join(t(f"doctor.how_{'template' if part.startswith('chat template') else 'stable'}")
+                     for part in analysis.rendering.split(" and "))  # the core's words, in the visitor's language
+    st.caption(t("doctor.rendering", rounds=len(findings), how=how,
                  exact=t("doctor.exact") if analysis.findings[0].tokens_exact else t("doctor.estimated")))
     first = analysis.first_break
     verdict(t, analysis)

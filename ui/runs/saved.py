@@ -121,8 +121,10 @@ def runs_table(t: Texts, runs: Sequence[SavedRun], experiment_column: bool = Fal
 
 
 def choice_label(run: SavedRun) -> str:
+    """A saved run as a choice names it: its label, machine, author and date, and the start of its id (as
+    ``runs list`` prints it), so two runs started the same minute never read the same."""
     by = f" · {run.author}" if run.author else ""
-    return f"{run.label} · {machine_name(run.machine)}{by} · {run_date(run.started_at)}"
+    return f"{run.label} · {machine_name(run.machine)}{by} · {run_date(run.started_at)} · #{run.id[:6]}"
 
 
 def report_maker(t: Texts, run_ids: Sequence[str]) -> Callable[[], str]:
@@ -173,8 +175,8 @@ def saved_compare(t: Texts, experiment: str, current_id: str | None,
     key = f"compare_{experiment}"
     if key in st.session_state:  # a run deleted elsewhere is no longer offered
         st.session_state[key] = [c for c in st.session_state[key] if c in names]
-    chosen = st.multiselect(t("common.compare"), list(names), format_func=names.__getitem__, key=key,
-                            help=t("runs.saved_help"))
+    chosen = st.multiselect(t("common.compare"), list(names), format_func=names.__getitem__,
+                            placeholder=t("common.choose"), key=key, help=t("runs.saved_help"))
     store = run_store()
     views = [RunView(r.label, r.rows) for r in session_only if f"session:{r.run_id}" in chosen]
     ids = [c for c in chosen if not c.startswith("session:")]

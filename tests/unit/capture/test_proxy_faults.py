@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -198,14 +199,35 @@ def test_the_cli_counts_a_call_whose_agent_gave_up_in_its_last_line(upstream: St
                 for _ in response.iter_raw():
                     pass
         upstream.resume.set()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not log.exists() or not log.read_text().strip():
-            assert time.monotonic() < deadline, "the call was not logged within 10 s"
+            assert time.monotonic() < deadline, "the call was not logged within 60 s"
             time.sleep(0.05)
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=15)
+        out, err = process.communicate(timeout=120)
     finally:
         process.kill()
     assert process.returncode == 0 and "Traceback" not in err, err
     assert "calls logged: 1," in out and "1 of them after the agent had gone (client_gone" in out
     assert _records(log)[0]["response"]["client_gone"] is True
+
+
+@pytest.mark.parametrize("head", [
+    b"Content-Length: lots\r\n",
+    b"Content-Length: -5\r\n",
+    b"Transfer-Encoding: chunked\r\n",  # then a chunk size that is not hex
+])
+def test_a_malformed_request_gets_a_400_and_a_log_line(upstream: StallingServer, tmp_path: Path, head: bytes,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with CaptureServer(upstream.url, tmp_path / "capture.jsonl", echo=True) as proxy:
+        address = proxy.server_address
+        with socket.create_connection((str(address[0]), int(address[1])), timeout=60) as agent:
+            agent.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + head + b"\r\nzz\r\n{}")
+            answer = b""
+            while chunk := agent.recv(65536):
+                answer += chunk
+        assert proxy.in_flight.wait_idle(60)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    err = capsys.readouterr().err
+    assert "POST /v1/chat/completions -> 400" in err and "Traceback" not in err, err
+    assert upstream.received == []  # nothing forwarded

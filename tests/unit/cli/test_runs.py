@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from core.experiments.output_length import ID as OUTPUT
@@ -23,7 +25,7 @@ from tests.unit.store.test_store import WRITER
 KEY = "sk-cli-test-secret-9876"
 
 
-def core(db: Path, *args: str, key: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def core(db: Path | str, *args: str, key: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PREFILL_LAB_DB": str(db), **({"MY_KEY": key} if key else {})}
     return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout, env=env)
@@ -75,8 +77,11 @@ def test_ctrl_c_keeps_the_rounds_and_marks_the_run_stopped(tmp_path: Path) -> No
     db = tmp_path / "runs.sqlite"
     with FakeOpenAIServer(token_delay=0.05) as slow:  # 0.05 s a token: the 64-token round takes 3 s
         env = {**os.environ, "PREFILL_LAB_DB": str(db)}
+        # Ctrl-C as a terminal sends it, to a child that takes it: a shell running the suite in the background
+        # (`make test &`, nohup) ignores SIGINT, and a child inherits an ignored signal
         proc = subprocess.Popen([sys.executable, "-m", "core", *experiment(slow, lengths="2,64,64")], cwd=ROOT,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert proc.stdout is not None
         proc.stdout.readline()  # the header
         proc.stdout.readline()  # round 1
@@ -153,3 +158,38 @@ def test_two_app_writers_and_a_cli_run_at_once(fake_api: FakeOpenAIServer, tmp_p
     (cli_run,) = [r for r in store.runs(OUTPUT)]
     assert [r.target_tokens for r in store.records(cli_run.id)] == list(range(2, 10))  # type: ignore[attr-defined]
     assert time.monotonic() - started < 120
+
+
+def test_a_password_with_an_at_sign_shows_no_part_of_it_on_the_cli() -> None:
+    proc = core("postgresql://prefill:Pa@ss-Odd77@127.0.0.1:1/x", "runs", "list")
+    assert "ss-Odd77" not in proc.stderr + proc.stdout and "%40" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_malformed_url_on_the_cli_is_a_sentence() -> None:
+    proc = core("postgresql://u:pw-leak-999@[::1x]:5432/x", "runs", "list")
+    assert "Traceback" not in proc.stderr and "is not a valid URL" in proc.stderr and "pw-leak-999" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_run_into_a_store_it_cannot_use_exits_non_zero_saying_nothing_was_kept(
+        fake_api: FakeOpenAIServer, tmp_path: Path, postgres_url: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # another program's schema_version
+        conn.execute("CREATE TABLE schema_version (v INTEGER)")
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).executescript("CREATE TABLE accounts (name TEXT);")
+    for location in (postgres_url, other):
+        proc = core(location, *experiment(fake_api), key=KEY)
+        assert proc.returncode == 1, proc.stderr
+        assert "nothing measured here was kept" in proc.stderr and "Every round is in the table above" in proc.stderr
+
+
+def test_runs_list_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> None:
+    """`runs list | head`: the reader goes away before the listing is written."""
+    env = {**os.environ, "PREFILL_LAB_DB": str(tmp_path / "runs.sqlite")}
+    proc = subprocess.Popen([sys.executable, "-m", "core", "runs", "list"], cwd=ROOT, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the child wrote anything: its first flush meets a closed pipe
+    err = proc.stderr.read()
+    proc.wait(120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err and proc.returncode == 1

@@ -185,3 +185,18 @@ def test_a_changing_time_inside_a_tool_result_is_data_and_stays():
     assert before is not None and before.cause == doctor.TIMESTAMP and before.message_index == 3
     fixed = fix.fix_log("build.jsonl", text)
     assert fixed.fixed == [] and fixed.left == [doctor.TIMESTAMP] and fixed.text == text
+
+
+def test_a_raw_line_separator_inside_a_message_keeps_the_rounds_aligned():
+    """The capture proxy writes U+2028 raw inside a JSON string: one line of the log, not two."""
+    text = (FIXTURES / "timestamp.jsonl").read_text().replace("You are", "You\u2028are")  # in every round
+    assert "\u2028" in text
+    fixed = fix.fix_log("timestamp.jsonl", text)
+    assert fixed.fixed == [doctor.TIMESTAMP] and _first_break(fixed.text) is None
+    assert fixed.text.count("\n") == text.count("\n") and "\u2028" in fixed.text
+
+
+def test_a_line_separator_in_one_round_only_is_named_not_an_index_error():
+    text = (FIXTURES / "timestamp.jsonl").read_text().replace("You are", "You\u2028are", 1)
+    fixed = fix.fix_log("timestamp.jsonl", text)
+    assert fixed.before is not None and fixed.text.count("\n") == text.count("\n")

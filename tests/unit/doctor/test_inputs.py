@@ -65,7 +65,8 @@ def test_each_bad_line_is_one_named_line_never_a_traceback(tmp_path: Path, capsy
     log.write_text("\n".join([LINES[0], line, LINES[1], LINES[2]]) + "\n")
     code, out, err = _doctor(capsys, str(log))
     assert code == 0 and "Traceback" not in err
-    assert f"not read: agent.jsonl {needle}" in err, err
+    said = "not used" if "token" in needle else "not read"  # a count left out of a round that was read
+    assert f"{said}: agent.jsonl {needle}" in err, err
     assert "The cache first breaks in round" in out  # the rest was analysed
 
 
@@ -110,7 +111,7 @@ def test_a_fifo_is_read_once(tmp_path: Path) -> None:
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
     proc, seconds, rss = _measured(str(fifo))
-    writer.join(5)
+    writer.join(60)
     assert proc.returncode == 0, proc.stderr
     assert "4 rounds read" in proc.stdout and "first breaks in round 3" in proc.stdout
     assert seconds < 30 and rss < RSS_BOUND_KB, (seconds, rss)
@@ -149,3 +150,36 @@ def test_utf16_is_read_with_a_byte_order_mark_and_named_without_one(tmp_path: Pa
     without.write_bytes(text.encode("utf-16-le"))
     with pytest.raises(doctor.TranscriptError, match="bare.jsonl looks like UTF-16 text without a byte-order mark"):
         doctor.load_paths([without])
+
+
+def test_invalid_utf8_names_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_bytes(("\n".join(LINES[:2]) + "\n").encode() + LINES[2].encode().replace(b"agent", b"ag\xffent", 1))
+    code, _, err = _doctor(capsys, str(log))
+    assert code == 2 and "agent.jsonl line 3 is not valid UTF-8" in err, err
+
+
+def test_a_cut_string_is_said_without_at_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_text("\n".join([*LINES[:3], LINES[3][:80]]) + "\n")  # cut inside a string
+    _, _, err = _doctor(capsys, str(log))
+    assert "not read: agent.jsonl line 4: not valid JSON (Unterminated string starting at column" in err, err
+    assert "at at" not in err
+
+
+def test_a_round_after_a_line_not_read_is_named_by_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_text("\n".join([LINES[0], "garbage", *LINES[1:]]) + "\n")
+    code, out, _ = _doctor(capsys, str(log), "--fail-on-break")
+    assert code == 1
+    assert "The cache first breaks in round 3 (agent.jsonl line 4):" in out, out
+    assert "round 3 (agent.jsonl line 4):" in out, out
+
+
+def test_a_key_given_twice_in_one_object_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "agent.jsonl"
+    log.write_text("\n".join([*LINES[:2], LINES[2].replace('{"model": ', '{"model": "other", "model": ', 1),
+                              *LINES[3:]]) + "\n")
+    assert '"model": "other", "model"' in log.read_text()
+    _, _, err = _doctor(capsys, str(log))
+    assert "agent.jsonl line 3: the key 'model' is given twice in one object" in err, err

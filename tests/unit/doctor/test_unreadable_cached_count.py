@@ -50,3 +50,20 @@ def test_measured_reads_an_unreadable_count_as_none_and_a_missing_one_as_zero() 
                                                  "(not a token count)"])
     found, problems = measured({"usage": {"prompt_tokens": 2000, "prompt_tokens_details": {"audio_tokens": 0}}})
     assert found is not None and found.cached_tokens == 0 and not problems
+
+
+def test_a_round_whose_only_unreadable_part_is_its_cached_count_was_read(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """--fail-on-break gates on rounds that break the cache or lines not read; this log has neither."""
+    log = _log(tmp_path / "agent.jsonl", "1152")
+    assert main(["doctor", str(log), "--fail-on-break"]) == 0
+    out, err = capsys.readouterr()
+    assert "not used: agent.jsonl line 2" in err and "could not be read" not in out + err
+
+
+def test_one_line_not_read_is_said_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _log(tmp_path / "agent.jsonl", 0)
+    log.write_text(log.read_text() + "{not json\n")
+    assert main(["doctor", str(log)]) == 0
+    out, _ = capsys.readouterr()
+    assert "1 line could not be read and was not checked" in out and "1 lines" not in out

@@ -123,7 +123,7 @@ def test_sigill_mid_run_names_the_cause(tmp_path):
     server = LocalServer(context=1024, log_dir=tmp_path).start()
     try:
         os.killpg(server.process.pid, signal.SIGILL)
-        server.process.wait(10)
+        server.process.wait(60)
         assert "uses CPU instructions this processor lacks" in server.crashed()
         with pytest.raises(EngineError, match=CPU_MESSAGE):  # the only candidate, now remembered
             find_server_binary()

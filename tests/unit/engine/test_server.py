@@ -95,7 +95,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     child_pid = int(parent.stdout.readline())
     parent.kill()
     parent.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and _alive(child_pid):
         time.sleep(0.1)
     assert not _alive(child_pid), "llama-server was orphaned"

@@ -257,3 +257,33 @@ def test_cli_only_roofline_prints_a_table_and_a_summary(fake_api, tmp_path: Path
     assert re.search(r" [\d.]+ GB/s ", lines[1]), lines[1]  # a figure as a reader reads it, not 8092695617.4
     assert lines[5] == ContentWords("en")("roofline.title")  # then its conclusion, in the pages' words
     assert lines[6].startswith("Measured: on this backend prefill ran ") and "the ridge point is" in lines[6]
+
+
+@pytest.mark.parametrize("llc,available,most", [
+    (480 << 20, 64 << 30, 1 << 30),  # a VM's 480 MiB "cache": 8x would be 3.8 GB
+    (480 << 20, 2 << 30, 512 << 20),  # little memory free: a quarter of it
+    (32 << 20, 64 << 30, 256 << 20),
+    (None, None, 256 << 20),
+])
+def test_the_bandwidth_probe_is_bounded_by_the_memory_available(llc: int | None, available: int | None,
+                                                                most: int) -> None:
+    size, why = peaks.working_set_size(llc, available)
+    assert 0 < size <= most and size >= min(most, 256 << 20)
+    assert ("capped" in why) == (most < 8 * (llc or 0))
+
+
+def test_the_probe_says_what_size_it_chose(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peaks, "last_level_cache", lambda: 480 << 20)
+    monkeypatch.setattr(peaks, "available_memory", lambda: 256 << 20)  # a machine with little free
+    memory = peaks.measure_bandwidth(budget_s=0.1)
+    assert memory.size.startswith("64 MiB (8x the 480 MiB LLC, capped at 1024 MiB, capped at a quarter of the 256 MiB")
+
+
+def test_a_folder_in_place_of_the_cached_figures_is_said_and_the_machine_still_measured(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "prefill-lab" / "roofline.json").mkdir(parents=True)
+    monkeypatch.setattr(peaks, "probe", lambda: peaks.Roof("here", peaks.measure_bandwidth(16 << 20, budget_s=0.05),
+                                                           peaks.measure_compute(64, budget_s=0.05), "now"))
+    assert "is a folder" in peaks.cache_problem()
+    assert peaks.machine_roof().machine == "here" and peaks.cached() is None

@@ -16,7 +16,7 @@ def test_a_run_stopped_while_it_waits_for_the_server_still_closes_its_connection
         run = BackgroundRun("x", {}, lambda run: iter(()), lock_key="http://127.0.0.1:1/runner-test",
                             on_finish=closed.set).start()
         run.stop()
-        run.join(5)
+        run.join(60)
     finally:
         lock.release()
     assert run.status == STOPPED and run.rows == [] and closed.is_set()
@@ -26,5 +26,5 @@ def test_a_finished_run_closes_its_connection_after_its_last_row():
     closed = threading.Event()
     rows = [RoundResult("x", 1), RoundResult("x", 2)]
     run = BackgroundRun("x", {}, lambda run: iter(rows), on_finish=closed.set).start()
-    run.join(5)
+    run.join(60)
     assert run.status == DONE and run.rows == rows and closed.is_set()

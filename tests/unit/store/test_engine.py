@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from core.hosting import HostedSettings, Refused
 from core.store import RunStore, open_store
-from core.store.engine import DatabaseError, password, shown
+from core.store.engine import DatabaseError, hidden, password, shown
+from core.store.ledger import StoreLedger
 from core.store.schema import MIGRATIONS, SCHEMA_VERSION, version
 from tests.support.postgres import Cluster
 
@@ -42,9 +44,10 @@ def test_a_malformed_or_refused_url_is_a_sentence_without_its_password(url: str)
 def test_a_wrong_password_is_a_sentence_without_it(postgres: Cluster) -> None:
     url = postgres.url(postgres.database()).replace(postgres.password, "pw-wrong-guess-123")
     store = open_store(url)
-    assert "cannot be used now" in store.problem and "password authentication failed" in store.problem
+    assert "refused the login (" in store.problem and "password authentication failed" in store.problem
     assert "pw-wrong-guess-123" not in store.problem and "pw-wrong-guess-123" not in store.location
-    assert "Start the database server, or check PREFILL_LAB_DB" in store.problem
+    assert "check the user name, the password" in store.problem and "Start the database server" not in store.problem
+    assert not store.on_disk and store.failing == ""  # not waited for as a server that is down: in memory, said
 
 
 def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
@@ -82,3 +85,29 @@ def test_transactions_roll_back_and_a_named_lock_serialises_them(location: str) 
     for thread in threads:
         thread.join()
     assert first.db.execute("SELECT n FROM counter").scalar() == 50
+
+
+def test_an_at_sign_in_the_password_shows_no_part_of_it() -> None:
+    """libpq ends the password at the first ``@``: the rest became the host, named in its message."""
+    url = "postgresql://prefill:Pa@ss-Odd77@127.0.0.1:1/x"
+    store = open_store(url)
+    assert "ss-Odd77" not in store.problem and "ss-Odd77" not in store.location and "Pa@" not in store.problem
+    assert "%40" in store.problem  # what to do: percent-encode it
+    with pytest.raises(Refused) as refused:
+        StoreLedger(store.db, down=store.problem).reserve("v", 10, HostedSettings(hosted=True))
+    assert "ss-Odd77" not in str(refused.value) and refused.value.key == "ledger_down"
+    assert "ss-Odd77" not in shown(url) and "Pa" not in shown(url)
+
+
+def test_every_part_of_the_user_information_is_masked_in_a_drivers_message() -> None:
+    url = "postgresql://prefill:Pa@ss-Odd77@127.0.0.1:1/x"
+    said = hidden("failed to resolve host 'ss-Odd77@127.0.0.1': [Errno -2]; password Pa@ss-Odd77", url)
+    assert "ss-Odd77" not in said and "Pa@ss" not in said and "127.0.0.1" in said
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:pw-leak-999@[::1x]:5432/db", "postgresql://u:pw-leak-999@[v1.x]/db",
+                                 "postgresql://u:pw-leak-999@[::1/db"])
+def test_a_malformed_host_is_a_sentence_not_a_traceback(url: str) -> None:
+    store = open_store(url)
+    assert "PREFILL_LAB_DB" in store.problem and "pw-leak-999" not in store.problem + store.location
+    assert "pw-leak-999" not in shown(url)

@@ -40,7 +40,7 @@ class Gate:
         return rows
 
 
-def wait_until(check: Callable[[], bool], timeout: float = 15) -> None:
+def wait_until(check: Callable[[], bool], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "timed out"
@@ -119,11 +119,11 @@ def test_a_replica_killed_mid_run_frees_its_place_and_its_run_is_listed_as_cut(l
         killed = time.monotonic()
         assert started.wait(LEASE_S + 5), "the waiting run did not start after the killed replica's lease expired"
         assert time.monotonic() - killed >= LEASE_S * 0.5
-        mine.join(10)
+        mine.join(60)
         assert mine.status == DONE
     finally:
         replica.kill()
-        replica.wait(10)
+        replica.wait(60)
     assert store.db.execute("SELECT status FROM runs WHERE id = ?", (cut_id,)).scalar() == CUT
     cut = store.get(cut_id)
     assert cut is not None and cut.status == CUT and cut.rounds == 2

@@ -46,7 +46,7 @@ def test_processes_racing_at_the_edge_of_the_hourly_budget_never_overspend(locat
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0, "a racing process failed"
-    won = sum(results.get(timeout=5) for _ in workers)
+    won = sum(results.get(timeout=60) for _ in workers)
     total = StoreLedger(open_store(location).db).spent()
     assert total <= HOUR_BUDGET, f"{total} tokens reserved; the hourly budget is {HOUR_BUDGET}"
     assert won == HOUR_BUDGET // TOKENS and total == won * TOKENS, f"{won} reservations won, {total} tokens"
@@ -82,5 +82,5 @@ def test_a_database_that_does_not_answer_refuses_the_operators_key_and_a_visitor
     assert "pw-never-shown" not in str(refused.value)
     own_key = BackgroundRun("x", {}, lambda run: iter(()), visitor="a",
                             line=LeaseLine(store.db, 2.0)).start(max_concurrent=1, per_visitor=1)
-    own_key.join(10)  # the line cannot be read either: the run waits in this process's own line, and runs
+    own_key.join(60)  # the line cannot be read either: the run waits in this process's own line, and runs
     assert own_key.status == DONE

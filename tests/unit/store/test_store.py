@@ -191,7 +191,7 @@ def test_locked_by_another_process(db: Path) -> None:
         assert time.monotonic() - started < 10  # the app does not hang on it
         assert digest(db) == before
     finally:
-        holder.communicate("", timeout=10)
+        holder.communicate("", timeout=120)
 
 
 @pytest.fixture

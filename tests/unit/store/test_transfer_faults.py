@@ -193,3 +193,15 @@ def test_the_store_s_own_scrubber_takes_any_depth_and_any_spelling() -> None:
     assert saved is not None and SECRET not in json.dumps(saved.settings) and "deeper" in saved.settings
     assert store.begin(CACHE, {"x-api-key": SECRET, "model": "m"}, label="k") and SECRET not in json.dumps(
         [r.settings for r in store.runs()])
+
+
+def test_an_export_of_a_bad_stored_date_imports(bad_dates: Path) -> None:
+    """``runs export`` of such a run writes null where the date was (no clock can show it): ``runs import`` takes it."""
+    store = RunStore.open(str(bad_dates))
+    bad = [saved for saved in store.runs() if saved.label.startswith("bad ")]
+    assert len(bad) == 3
+    for saved in bad:
+        store.add(saved.id, RoundResult(CACHE, 1, strategy="append_only", prompt_tokens=1000, ttft_ms=10.0))
+        text = export_run(saved, store.records(saved.id))
+        assert json.loads(text)["run"]["started_at"] is None  # strict JSON: no Infinity either
+        assert import_export(store, text, "exported.json")

@@ -45,7 +45,7 @@ def test_a_closed_sessions_uploads_are_freed_after_the_reconnect_window(monkeypa
     runtime.active.discard("closed-tab")
     time.sleep(0.3)
     assert runtime.uploaded_file_mgr.removed == [], "within the reconnect window the files stay"
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while not runtime.uploaded_file_mgr.removed and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)

@@ -31,7 +31,7 @@ def test_recorded_run_shows_both_ways_against_the_prediction(tmp_path: Path, mon
     found = kv.summarize(at.session_state["history"][kv.ID][-1].rows)
     assert found is not None and found.same_answer and found.prediction is not None
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Same answer"] == f"yes: {found.steps + 1} ids"
+    assert metrics["Same answer"] == ContentWords("en")("kv_cache.same_yes", n=found.steps + 1)
     assert metrics["Slower without"] == f"{found.ratio:,.1f}x"
     assert metrics["KV cache held"] == f"{found.kv_bytes / 1e6:,.2f} MB"
     conclusion = kv.conclude(at.session_state["history"][kv.ID][-1].rows, None)

@@ -24,11 +24,15 @@ RECORDS = Records(table=table, name=lambda r: f"{r.way} · step {r.step}")
 
 
 def prediction_text(t: Texts, found: ex.KvPrediction, settings: ex.Settings) -> str:
+    """The slowdown and its spread, then whether these settings will show the parabola (`ex.KvPrediction`)."""
     passed = found.passed_10x
-    return t.rich("kv_cache.predict" if passed is not None else "kv_cache.predict_never", ratio=found.ratio,
-                  steps=len(found.cached_ms) - 1, low=found.ratio / ex.PREDICTION_SPREAD,
-                  high=found.ratio * ex.PREDICTION_SPREAD, passed=passed, prefill=settings.prefill_tps or 0,
-                  decode=settings.decode_tps or 0, source=t(f"kv_cache.source_{settings.predicted_from}"))
+    slower = t.rich("kv_cache.predict" if passed is not None else "kv_cache.predict_never", ratio=found.ratio,
+                    steps=len(found.cached_ms) - 1, low=found.low, high=found.high, passed=passed,
+                    prefill=settings.prefill_tps or 0, decode=settings.decode_tps or 0,
+                    source=t(f"kv_cache.source_{settings.predicted_from}"))
+    shape = t.rich("kv_cache.predict_parabola" if found.rise >= ex.MIN_RISE else "kv_cache.predict_flat",
+                   share=found.growing_share, rise=found.rise, seconds=found.seconds)
+    return f"{slower} {shape}"
 
 
 def draw(runs: Sequence[RunView[ex.KvStep]], t: Texts, key: str) -> None:
@@ -43,26 +47,19 @@ def draw(runs: Sequence[RunView[ex.KvStep]], t: Texts, key: str) -> None:
         recomputed.metric(t("kv_cache.metric_recomputed"), f"{found.recomputed_total_ms / 1000:,.2f} s")
         ratio.metric(t("kv_cache.metric_ratio"), f"{found.ratio:,.1f}x")
         memory.metric(t("kv_cache.metric_memory"), f"{found.kv_bytes / 1e6:,.2f} MB" if found.kv_bytes else "–")
-        if not found.same_answer:
-            st.error(t("kv_cache.different", step=found.first_difference), icon=":material/warning:")
     left, right = st.columns(2)
     step, total = step_chart(rows, t), total_chart(rows, t)
     if step is not None:
         left.altair_chart(step, width="stretch", key=f"kv-step-{key}")
     if total is not None:
         right.altair_chart(total, width="stretch", key=f"kv-total-{key}")
-    if found is not None and found.cached_line and found.recomputed_curve and found.recomputed_per_context:
-        st.caption(t("kv_cache.fits", slope=found.cached_line.slope, r2_line=found.cached_line.r2,
-                     c=found.recomputed_curve.c, r2_curve=found.recomputed_curve.r2,
-                     per_token=found.recomputed_per_context.slope, r2_step=found.recomputed_per_context.r2))
     draw_memory(rows, found, t, key)
     if found is not None:
         with st.expander(t("kv_cache.answer")):
             for way in ex.WAYS:
                 st.markdown(f"**{t(f'kv_cache.way_{way}')}**")
                 st.code("".join(r.piece for r in ex.measured(rows, way)), language=None, wrap_lines=True)
-    shown, verdict = ex.verdict_text(rows, t)
-    explain(t, "kv_cache", shown, verdict)
+    explain(t, "kv_cache", runs[0])
 
 
 def draw_memory(rows: Sequence[ex.KvStep], found: ex.KvSummary | None, t: Texts, key: str) -> None:
@@ -94,12 +91,9 @@ with st.expander(t("common.settings"), expanded=True):
     prompt_tokens = st.number_input(t("kv_cache.prompt_tokens"), 16, 2000, step=50, key="kv_cache_prompt_tokens")
     steps = st.select_slider(t("kv_cache.steps"), [8, 16, 32, 64, 128, 256], key="kv_cache_steps")
 
-settings = ex.Settings(int(prompt_tokens), int(steps))
 m, roof = measured(), backend_prediction()
-if m.prefill_tps and m.decode_tps:  # experiments 1 and 2 of this session, else the roofs' bounds
-    settings = ex.with_rates(settings, m.prefill_tps, m.decode_tps, "measured")
-elif roof is not None:
-    settings = ex.with_rates(settings, roof.prefill_bound, roof.decode_bound, "roofline")
+settings = ex.with_prediction(ex.Settings(int(prompt_tokens), int(steps)), (m.prefill_tps, m.decode_tps),
+                              (roof.prefill_bound, roof.decode_bound) if roof else None)
 found = ex.prediction_of(settings)
 if found is not None:
     st.markdown(f"**{t('kv_cache.prediction')}** " + prediction_text(t, found, settings), unsafe_allow_html=True)

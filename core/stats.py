@@ -1,4 +1,4 @@
-"""Small statistics: medians and a least-squares line, with no numpy needed."""
+"""Small statistics: medians, a least-squares line and parabola, with no numpy needed."""
 
 from __future__ import annotations
 
@@ -38,6 +38,46 @@ def linear_fit(xs: Iterable[float | None], ys: Iterable[float | None]) -> Linear
     ss_tot = sum((y - mean_y) ** 2 for _, y in pairs)
     ss_res = sum((y - (slope * x + intercept)) ** 2 for x, y in pairs)
     return LinearFit(slope, intercept, 1.0 - ss_res / ss_tot if ss_tot else 1.0)
+
+
+@dataclass(frozen=True)
+class QuadraticFit:
+    """y = a + b x + c x²."""
+
+    a: float
+    b: float
+    c: float
+    r2: float
+
+    def at(self, x: float) -> float:
+        return self.a + self.b * x + self.c * x * x
+
+
+def _det(m: list[list[float]]) -> float:
+    return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
+
+
+def quadratic_fit(xs: Sequence[float], ys: Sequence[float]) -> QuadraticFit | None:
+    """Least squares y = a + b x + c x² (the 3 x 3 normal equations by Cramer's rule, in x less its mean so that
+    large x stay well conditioned); None with fewer than 3 distinct x or unequal lengths."""
+    if len(xs) != len(ys) or len(set(xs)) < 3:
+        return None
+    mean_x = sum(xs) / len(xs)
+    us = [x - mean_x for x in xs]
+    s = [sum(u ** k for u in us) for k in range(5)]
+    t = [sum(y * u ** k for u, y in zip(us, ys, strict=True)) for k in range(3)]
+    m = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]]
+    d = _det(m)
+    if d == 0:
+        return None
+    a, b, c = (_det([[t[r] if col == k else m[r][col] for col in range(3)] for r in range(3)]) / d for k in range(3))
+    # back from u = x - mean: a + b u + c u² = (a - b mean + c mean²) + (b - 2 c mean) x + c x²
+    fit = QuadraticFit(a - b * mean_x + c * mean_x ** 2, b - 2 * c * mean_x, c, 0.0)
+    mean_y = sum(ys) / len(ys)
+    ss_tot = sum((y - mean_y) ** 2 for y in ys)
+    ss_res = sum((y - fit.at(x)) ** 2 for x, y in zip(xs, ys, strict=True))
+    return QuadraticFit(fit.a, fit.b, fit.c, 1.0 - ss_res / ss_tot if ss_tot else 1.0)
 
 
 def nearest_rank(values: Sequence[float], percent: float) -> float | None:

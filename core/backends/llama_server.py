@@ -3,11 +3,16 @@
 Its final chunk carries ``timings``: ``prompt_n`` tokens recomputed, ``cache_n`` reused from the KV
 cache, ``prompt_ms`` of prefill, ``predicted_n``/``predicted_ms`` of decode. With
 ``return_progress`` the first chunks report prefill progress, which the app shows live.
+
+Beyond chat, its own endpoints: ``/props``, ``/slots``, ``/tokenize``, and ``/completion``, which takes and returns
+token ids (experiment 6 re-sends an answer token for token through it); their protocol lives here, like the chat
+stream's, and a streamed completion is read by the same SSE splitter with the same line cap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -15,9 +20,18 @@ import httpx
 from core.backends.base import ChatRequest
 from core.backends.chunks import ProgressCallback, StreamState
 from core.backends.openai_compat import OpenAICompatBackend
+from core.backends.sse import iter_sse_lines, sse_field
 from core.backends.usage import number
 from core.backends.usage import read_timings as usage_of_timings
 from core.records import RequestResult
+
+COMPLETION_TIMEOUT_S = 300.0  # a raw completion's read timeout: a long prefill on a slow machine sends nothing
+
+
+def completion_body(prompt: list[int], n_predict: int, cache_prompt: bool) -> dict[str, Any]:
+    """Greedy (temperature 0, top-k 1), exactly ``n_predict`` tokens (end of text ignored), token ids back."""
+    return {"prompt": prompt, "n_predict": n_predict, "temperature": 0.0, "top_k": 1, "ignore_eos": True,
+            "cache_prompt": cache_prompt, "return_tokens": True}
 
 
 def origin_of(base_url: str) -> str:
@@ -79,17 +93,56 @@ class LlamaServerBackend(OpenAICompatBackend):
             "template_caps": data.get("chat_template_caps") or {},  # what the chat template supports (tools, ...)
         }
 
-    def busy_slots(self) -> int | None:
-        """How many slots are processing a request now (``/slots``); None when the server does not say (an
-        old build, or ``--no-slots``). Asked with the server lock held, a busy slot is another client's."""
+    def slots(self, timeout: float = 2.0) -> list[dict[str, Any]] | None:
+        """Its slots as ``/slots`` lists them; None when the server does not say (an old build, ``--no-slots``)."""
         try:
-            response = self.client.get(self.origin + "/slots", timeout=2.0)
-            slots = response.json() if response.status_code == 200 else None
+            response = self.client.get(self.origin + "/slots", timeout=timeout)
+            found = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
-        if not isinstance(slots, list):
-            return None
-        return sum(1 for s in slots if isinstance(s, dict) and (s.get("is_processing") or s.get("state") == 1))
+        return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else None
+
+    def busy_slots(self) -> int | None:
+        """How many slots are processing a request now; None when the server does not say. Asked with the server
+        lock held, a busy slot is another client's."""
+        slots = self.slots()
+        return None if slots is None else sum(1 for s in slots if s.get("is_processing") or s.get("state") == 1)
+
+    def slot_figures(self) -> tuple[int | None, int | None]:
+        """``(tokens the first slot's cache holds, cells reserved for it)``; Nones where the server does not say.
+        Its ``n_prompt_tokens`` counts the answer too (30 prompt ids and 4 answer tokens: 33, the last token's keys
+        and values not yet computed)."""
+        slots = self.slots(timeout=30.0) or [{}]
+        try:
+            return int(slots[0]["n_prompt_tokens"]), int(slots[0]["n_ctx"])
+        except (TypeError, IndexError, KeyError, ValueError):
+            return None, None
+
+    # -- token ids in, token ids out (``/completion``) ----------------------------------------
+    def completion(self, prompt: list[int], n_predict: int, *, cache_prompt: bool = False,
+                   timeout: float = COMPLETION_TIMEOUT_S) -> dict[str, Any]:
+        """One greedy ``/completion`` of exactly ``n_predict`` tokens after the token ids ``prompt``: the server's
+        answer, with its ``tokens`` and ``timings``. Raises `httpx.HTTPError` or `ValueError`."""
+        body = completion_body(prompt, n_predict, cache_prompt)
+        data = self._get_json("POST", "/completion", json=body, timeout=timeout)
+        if not isinstance(data, dict):
+            raise ValueError(f"/completion answered {type(data).__name__}, not an object")
+        return data
+
+    def completion_stream(self, prompt: list[int], n_predict: int, *, cache_prompt: bool = False,
+                          timeout: float = COMPLETION_TIMEOUT_S) -> Iterator[dict[str, Any]]:
+        """The same request streamed with ``timings_per_token``: each ``data:`` event's object as it arrives, read
+        by the one SSE splitter (its line cap) within the request deadline. Raises `httpx.HTTPError`, `ValueError`
+        (a line over the cap, a chunk that is not JSON) or `core.backends.base.DeadlinePassed`."""
+        body = {**completion_body(prompt, n_predict, cache_prompt), "stream": True, "timings_per_token": True}
+        with self.client.stream("POST", self.origin + "/completion", json=body, timeout=timeout) as response:
+            response.raise_for_status()
+            for line in iter_sse_lines(self._until_deadline(response.iter_bytes())):
+                name, value = sse_field(line) if line else ("", "")
+                if name == "data" and value.strip() and value.strip() != "[DONE]":
+                    chunk = json.loads(value)
+                    if isinstance(chunk, dict):
+                        yield chunk
 
     def tokenize(self, text: str) -> list[int]:
         tokens: list[int] = self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]

@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from core.charts.base import RunView
-from core.charts.palette import DECODE, PREFILL
+from core.charts.palette import DECODE, PREFILL, SERIES
 from core.experiments import kv_cache as kv
 from core.words import Words
 
@@ -40,23 +40,34 @@ def _frame(records: Sequence[kv.KvStep], names: dict[str, str]) -> pd.DataFrame:
 
 
 def step_chart(records: Sequence[kv.KvStep], t: Words) -> alt.LayerChart | None:
-    """Each step's time both ways (log scale: they are orders apart), the prediction dashed."""
+    """Each step's time against its context, both ways, the prediction dashed: the recomputed steps climb with the
+    context (a straight line here is the parabola of the total), the cached ones stay flat. A linear scale, so that
+    the climb shows as it is; a cached step far above the others is another program's doing."""
     names, colour = _ways(t)
     df = _frame(records, names)
     if df.empty:
         return None
     base = alt.Chart(df).encode(
-        x=alt.X("step:Q", title=t("kv_cache.x_step")),
-        y=alt.Y("step_ms:Q", title=t("kv_cache.y_step"), scale=alt.Scale(type="log")),
+        x=alt.X("context:Q", title=t("kv_cache.x_context"), scale=alt.Scale(zero=False)),
+        y=alt.Y("step_ms:Q", title=t("kv_cache.y_step")),
         color=colour,
         tooltip=["way", "kind", "step", "context", "computed_tokens", alt.Tooltip("step_ms:Q", format=",.1f")])
     measured = base.transform_filter(alt.datum.kind == "measured").mark_line(point=True)
     predicted = base.transform_filter(alt.datum.kind == "predicted").mark_line(strokeDash=[4, 3], opacity=0.6)
-    return alt.LayerChart(layer=[predicted, measured], title=t("kv_cache.chart_step"), height=300)
+    layers = [predicted, measured]
+    found = kv.summarize(records)
+    if found is not None and found.contended:  # circled: the steps the conclusion counts as contention
+        limit = kv.CONTENTION * found.cached_median
+        hit = df[(df["kind"] == "measured") & (df["way"] == names[kv.CACHED]) & (df["step"] > 0)
+                 & (df["step_ms"] > limit)]
+        layers.append(alt.Chart(hit).mark_point(size=160, stroke=SERIES[3], strokeWidth=2).encode(
+            x="context:Q", y="step_ms:Q", tooltip=[alt.Tooltip("step_ms:Q", format=",.1f", title=t(
+                "kv_cache.contended", times=kv.CONTENTION, median=found.cached_median))]))
+    return alt.LayerChart(layer=layers, title=t("kv_cache.chart_step"), height=300)
 
 
 def total_chart(records: Sequence[kv.KvStep], t: Words) -> alt.LayerChart | None:
-    """Cumulative time: a straight line with the cache, a parabola without; the fits dashed."""
+    """Cumulative time: a straight line with the cache, a parabola without (its least-squares fit dashed)."""
     names, colour = _ways(t)
     df = _frame(records, names)
     measured = df[df["kind"] == "measured"] if not df.empty else df
@@ -64,13 +75,9 @@ def total_chart(records: Sequence[kv.KvStep], t: Words) -> alt.LayerChart | None
         return None
     found = kv.summarize(records)
     fits = []
-    if found is not None:
-        for step in range(found.steps + 1):
-            if found.cached_line is not None:
-                fits.append({"way": names[kv.CACHED], "step": step, "fit_s": found.cached_line.at(step) / 1000})
-            if found.recomputed_curve is not None:
-                fits.append({"way": names[kv.RECOMPUTED], "step": step,
-                             "fit_s": found.recomputed_curve.at(step) / 1000})
+    if found is not None and found.recomputed_curve is not None:
+        fits = [{"way": names[kv.RECOMPUTED], "step": step, "fit_s": found.recomputed_curve.at(step) / 1000}
+                for step in range(found.steps + 1)]
     x = alt.X("step:Q", title=t("kv_cache.x_step"))
     points = alt.Chart(measured).mark_point(size=30, filled=True).encode(
         x=x, y=alt.Y("total_s:Q", title=t("kv_cache.y_total")), color=colour,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import InitVar, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,9 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.chunks import ProgressCallback
 from core.backends.connect import Connection
 from core.backends.tokens import TokenCounter
-from core.conclusions import NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState
+from core.conclusions import Conclusion, MachineState
 from core.export import Record, RecordType, from_json
 from core.records import RequestResult, RoundResult
-from core.words import LANGUAGES, ContentWords, Words
 
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
 OUTPUT_PROMPT_TOKENS = 60  # experiment 2's short prompt (and experiment 4's decode prompt), rounded up
@@ -181,22 +180,6 @@ ROUNDS_TABLE = Table((("experiment", "experiment", 10), ("strategy", "strategy",
                       ("output_tokens", "output", 7), ("decode_ms", "decode_ms", 9), ("total_ms", "total_ms", 9)))
 
 
-def _legacy_conclude(verdict_text: Callable[[Sequence[Any], Words], tuple[bool | None, str]],
-                     ) -> Callable[[Sequence[Any], MachineState | None], Conclusion]:
-    """TRANSITIONAL (issue 31): a declaration that still passes ``verdict_text=`` and no ``conclude=`` (experiment 6
-    until its own branch lands) gets a conclusion whose one finding (``common.conclusion.legacy``) is its sentence in
-    each language. Delete this, the three init-only fields and ``__post_init__`` once no declaration passes them."""
-    def conclude(records: Sequence[Any], state: MachineState | None) -> Conclusion:
-        shown = None
-        said: dict[str, str | float | int | None] = {}
-        for lang in LANGUAGES:
-            shown, said[lang] = verdict_text(records, ContentWords(lang))
-        status = NO_DATA if shown is None else SHOWN if shown else NOT_SHOWN
-        return Conclusion("common", status, None, (Finding("legacy", said),))
-
-    return conclude
-
-
 def _one_slot(settings: Any) -> int:
     return 1
 
@@ -215,7 +198,7 @@ class Experiment:
     prepare: Callable[[Any, Connection], Any]  # settings fitted to a connection; ValueError says what to change
     summary: Callable[[Sequence[Any]], Any]  # records -> what the run measured ("no data" as None)
     # records, the machine's state -> the run's one conclusion (core.conclusions): what every consumer renders
-    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion] = field(default=None)  # type: ignore[assignment]
+    conclude: Callable[[Sequence[Any], MachineState | None], Conclusion]
     table: Table = ROUNDS_TABLE  # its records on the command line
     record: type[RecordType] = RoundResult  # what it yields (and reads back from an export)
     records: str = "rounds"  # the key of its records in a JSON export
@@ -223,15 +206,6 @@ class Experiment:
     sample: Path | None = None  # recorded results shipped with the project
     slots: Callable[[Any], int] = _one_slot  # the embedded server's parallel sequences it needs
     default: bool = True  # run by `python -m core` without --only
-    verdict: InitVar[Any] = None  # TRANSITIONAL (`_legacy_conclude`): accepted, never read
-    verdict_text: InitVar[Any] = None
-    cli_lines: InitVar[Any] = None
-
-    def __post_init__(self, verdict: Any, verdict_text: Any, cli_lines: Any) -> None:
-        if self.conclude is None and verdict_text is not None:
-            object.__setattr__(self, "conclude", _legacy_conclude(verdict_text))
-        if self.conclude is None:
-            raise TypeError(f"experiment {self.id!r} needs conclude=")
 
     @property
     def page(self) -> str:

@@ -2,13 +2,13 @@
 
 After a fixed prompt of ``prompt_tokens`` token ids, a llama-server writes ``steps + 1`` tokens greedily, twice:
 
-- **cached**: one ``/completion`` request. The prompt's prefill writes the first token (step 0); each later
-  step computes one token's keys and values and reads the rest from the cache. Per-step times are the
-  server's own: ``timings_per_token`` sends the running ``predicted_ms`` with every token, and its
-  ``predicted_n`` counts one computed token per step.
-- **recomputed**: ``steps + 1`` requests with ``cache_prompt: false``, step i sending the prompt plus the i
-  tokens written so far as token ids and asking for one token: the server recomputes all ``prompt + i``
-  keys and values (its ``prompt_n``; ``cache_n`` 0) and its ``prompt_ms`` is the step's time.
+- **cached**: one streamed ``/completion`` (`LlamaServerBackend.completion_stream`). The prompt's prefill writes
+  the first token (step 0); each later step computes one token's keys and values and reads the rest from the
+  cache. Per-step times are the server's own: ``timings_per_token`` sends the running ``predicted_ms`` with every
+  token, and its ``predicted_n`` counts one computed token per step.
+- **recomputed**: ``steps + 1`` requests (`LlamaServerBackend.completion`) with the server's prompt cache off, step
+  i sending the prompt plus the i tokens written so far as token ids and asking for one token: the server
+  recomputes all ``prompt + i`` keys and values (its ``prompt_n``; ``cache_n`` 0) and ``prompt_ms`` is the step.
 
 Both must write the same token ids (the cache changes the time, never the answer); `summarize` names the
 first step where a server's numerics made them differ. The memory the cache held is the model's KV bytes
@@ -16,23 +16,41 @@ per token (from its GGUF, as the roofline reads it) times the context, with the 
 from ``/slots`` beside it (llama-server reports tokens, not bytes; ``/metrics`` has no KV figure).
 
 Before the run, `predict` says how much slower the recomputed way will be from a prefill rate and a decode
-rate: experiments 1 and 2 of this session where the page has them, else the roofline's bounds for this
-machine (their ratio is what matters: the recomputed step i costs ``(prompt + i) / prefill rate``, the
-cached one decode step). Each record carries the step time predicted for it (``predicted_ms``), so a saved run, its
-export and its report keep the prediction it was compared with.
+rate, chosen in one place for the page and the CLI (`with_prediction`): experiments 1 and 2 of this session
+where the page has both, else the roofline's bounds for this machine. The recomputed step i costs
+``(prompt + i) / prefill rate``, the cached one a decode step. Each record carries the step time predicted for it
+(``predicted_ms``), so a saved run, its export and its report keep the prediction it was compared with.
+
+**The defaults, chosen from the prediction** (a 32-token prompt, N = 128): the recomputed way's total is a
+constant part, ``(N + 1) x prompt`` tokens, plus a growing part, ``N (N + 1) / 2`` tokens, the parabola; its share
+is ``N / (2 prompt + N)``. The chapter's 200-token prompt with N = 64 left it at 14 %, inside one prefill's
+10-20 % noise from send to send on a 2-core CPU: the page drew two straight lines. At 32 and 128 it is 67 %,
+and a recomputed step in the last quarter costs about ``(32 + 112) / (32 + 16)`` = 3x one in the first quarter.
+At a 2-core Xeon's rates (about 300 prefill and 75 decode tokens/s, idle) the run takes about 45 s (12,384
+tokens recomputed, 129 decode steps); at a quarter of those rates, on a busy machine, about 3 minutes.
+`KvPrediction.growing_share`, `.rise` and `.seconds` state the same for the reader's own rates on the page.
+
+**What a run concludes** (`conclude`): no data until both ways measured two steps; not shown when the answers
+differ; disturbed when the cached steps show contention (at least `CONTENDED_SHARE` of them over `CONTENTION` x
+their median: other work took the cores between two decode steps, which spares long prefills) or the meter
+found the machine busy; not shown when the recomputed way was not slower, its last quarter's steps not at least
+`MIN_RISE` x its first quarter's (medians: one noisy step does not decide), or its total bent downward; else
+shown. Its claims carry the numbers: the slowdown, the cached steps' median and outliers, each way against the
+prediction, the memory.
 
 **Chat APIs: refused, by decision.** A chat API exposes no token ids, so the answer cannot be re-sent
 token for token (re-tokenised text can split differently) nor compared step by step; the provider's
 prefix cache cannot be turned off without a nonce that changes the prompt; every recomputed step bills
-the whole context again (``(steps + 1) x prompt + steps (steps + 1) / 2`` input tokens: 15,080 for the defaults
-against 200); and on a datacenter GPU a few hundred tokens' prefill takes milliseconds, well inside an
+the whole context again (``(steps + 1) x prompt + steps (steps + 1) / 2`` input tokens: 12,384 for the defaults
+against 32); and on a datacenter GPU a few hundred tokens' prefill takes milliseconds, well inside an
 API's time-to-first-token jitter, so the parabola the page exists to show would not be visible in TTFT.
 `prepare` says so and names what to use instead (the embedded engine or any llama-server).
 """
 
 from __future__ import annotations
 
-import json
+import math
+import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,11 +59,12 @@ from typing import Any
 import httpx
 
 from core.backends import LlamaServerBackend
+from core.backends.base import DeadlinePassed
 from core.backends.connect import Connection
+from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
 from core.experiments.samples import SAMPLES_DIR
-from core.stats import LinearFit, linear_fit
-from core.words import Words
+from core.stats import QuadraticFit, quadratic_fit
 
 ID = "kv_cache"
 CACHED, RECOMPUTED = "cached", "recomputed"
@@ -54,22 +73,25 @@ OPTIONS = (Option("--prompt-tokens", "experiment 6: prompt tokens before the ans
            Option("--steps", "experiment 6: decode steps N written both ways", int))
 PREDICTION_SPREAD = 2.0  # a measured slowdown within [P / 2, 2 P] agrees with the prediction P
 SLOWER = 10.0  # "the N at which the recomputed way passed the cached one by 10x"
-MIN_R2 = 0.8  # the recomputed step time is a straight line in the context (R² at least this) on a quiet machine
+MIN_RISE = 1.5  # the recomputed way's last-quarter median step over its first-quarter one: well above 10-20 % noise
+CONTENTION = 3.0  # a cached step over this many times the cached median: another program had the cores
+CONTENDED_SHARE = 0.05  # this share of the cached steps so hit (at least 2) disturbs the run
 # The chapter (seeds, local_cache.py): Qwen3.5-2B Q4_K_M with a context of about 51,000 tokens, "keep about
 # 2 GB more memory". A reference beside this machine's figure, not a measurement here.
 CHAPTER_MODEL, CHAPTER_CONTEXT, CHAPTER_KV_BYTES = "Qwen3.5-2B Q4_K_M", 51_000, 2_000_000_000
 TIMEOUT_S = 300.0
-SAMPLE = SAMPLES_DIR / "embedded_kv_cache.json"  # bench/kv_cache.py's N = 64 run (its settings say where and how)
-# A sentence repeated: greedy decoding has one clear best token at every step. On a document the model is
-# unsure of, a near-tie can flip between the ways (a 200-token prefill and a one-token decode step add in
-# different orders): the Python reference text did at step 14 of 16 on the embedded default.
-PROMPT = "The quick brown fox jumps over the lazy dog. "
+SAMPLE = SAMPLES_DIR / "embedded_kv_cache.json"  # a bench/kv_cache.py run at the defaults (its settings say where)
+# Counting: greedy decoding has one clear best token at every step (the next digit, comma or space), far from
+# any near-tie. On text the model is unsure of, a near-tie can flip between the ways (a prefill and a one-token
+# decode step add in different orders): the Python reference text did at step 14 of 16, and a repeated sentence
+# after a 32-token prompt did at step 63 of 128, once the model wandered off into prose of its own.
+PROMPT = ", ".join(str(i) for i in range(1, 1000))  # about 3,900 tokens: a prompt of up to 2,000 and its answer
 
 
 @dataclass(frozen=True)
 class Settings:
-    prompt_tokens: int = 200
-    steps: int = 64
+    prompt_tokens: int = 32
+    steps: int = 128
     # The rates the prediction is made from, filled before the run (`with_prediction`); exported with it.
     prefill_tps: float | None = field(default=None, metadata=NO_WIDGET)
     decode_tps: float | None = field(default=None, metadata=NO_WIDGET)
@@ -107,10 +129,19 @@ class KvStep:
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def quarters(times: Sequence[float]) -> tuple[float, float] | None:
+    """The median of the first quarter of ``times`` and of the last (at least one each); None with fewer than 2.
+    Medians, so that one step another program delayed does not move them."""
+    if len(times) < 2:
+        return None
+    q = max(1, len(times) // 4)
+    return statistics.median(times[:q]), statistics.median(times[-q:])
+
+
 # -- the prediction -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class KvPrediction:
-    """What the rates say before the run: each way's step times and the slowdown at N."""
+    """What the rates say before the run: each way's step times, the slowdown at N and its stated spread."""
 
     cached_ms: tuple[float, ...]  # step 0..N
     recomputed_ms: tuple[float, ...]
@@ -121,11 +152,37 @@ class KvPrediction:
         return sum(self.recomputed_ms) / sum(self.cached_ms)
 
     @property
+    def low(self) -> float:
+        return self.ratio / PREDICTION_SPREAD
+
+    @property
+    def high(self) -> float:
+        return self.ratio * PREDICTION_SPREAD
+
+    @property
     def passed_10x(self) -> int | None:
         return passed(self.cached_ms, self.recomputed_ms)
 
+    @property
+    def growing_share(self) -> float:
+        """The share of the recomputed total that grows with the step (the parabola), the rest being the prompt's
+        prefill repeated at every step."""
+        return 1 - len(self.recomputed_ms) * self.recomputed_ms[0] / sum(self.recomputed_ms)
+
+    @property
+    def rise(self) -> float:
+        """The recomputed way's last-quarter step over its first-quarter step (steps 1..N), as `quarters` reads a
+        run."""
+        found = quarters(self.recomputed_ms[1:])
+        return found[1] / found[0] if found and found[0] > 0 else 1.0
+
+    @property
+    def seconds(self) -> float:
+        """Both ways' time, about the run's length."""
+        return (sum(self.cached_ms) + sum(self.recomputed_ms)) / 1000
+
     def agrees(self, measured: float) -> bool:
-        return self.ratio / PREDICTION_SPREAD <= measured <= self.ratio * PREDICTION_SPREAD
+        return self.low <= measured <= self.high
 
 
 def predict(prompt_tokens: int, steps: int, prefill_tps: float, decode_tps: float, source: str) -> KvPrediction:
@@ -138,10 +195,25 @@ def predict(prompt_tokens: int, steps: int, prefill_tps: float, decode_tps: floa
 
 
 def prediction_of(settings: Settings) -> KvPrediction | None:
+    """The prediction for ``settings`` from the rates `with_prediction` put in them (page, CLI and records)."""
     if not settings.prefill_tps or not settings.decode_tps:
         return None
     return predict(settings.prompt_tokens, settings.steps, settings.prefill_tps, settings.decode_tps,
                    settings.predicted_from)
+
+
+def with_prediction(settings: Settings, measured: tuple[float | None, float | None] | None,
+                    roof: tuple[float, float] | None) -> Settings:
+    """The one choice of rates for the page and the CLI: the ones ``settings`` already carries (a run being
+    repeated, a benchmark's probe), else this session's experiments 1 and 2 (``measured``) where both exist, else
+    the roofline's bounds for this machine (``roof``); unchanged without any."""
+    if settings.prefill_tps and settings.decode_tps:
+        return settings
+    if measured is not None and measured[0] and measured[1]:
+        return replace(settings, prefill_tps=measured[0], decode_tps=measured[1], predicted_from="measured")
+    if roof is not None:
+        return replace(settings, prefill_tps=roof[0], decode_tps=roof[1], predicted_from="roofline")
+    return settings
 
 
 def roofline_rates(model_path: Path | None) -> tuple[float, float] | None:
@@ -161,11 +233,6 @@ def roofline_rates(model_path: Path | None) -> tuple[float, float] | None:
     return (found.prefill_bound, found.decode_bound) if found else None
 
 
-def with_rates(settings: Settings, prefill_tps: float, decode_tps: float, source: str) -> Settings:
-    """``settings`` with the rates to predict from (``source``: "measured" or "roofline")."""
-    return replace(settings, prefill_tps=prefill_tps, decode_tps=decode_tps, predicted_from=source)
-
-
 # -- the run --------------------------------------------------------------------------------------------
 def plan(settings: Settings) -> Plan:
     p, n = settings.prompt_tokens, settings.steps
@@ -183,11 +250,9 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
     if conn.context and settings.prompt_tokens + settings.steps + 8 > conn.context:
         raise ValueError(f"{settings.prompt_tokens} prompt tokens and {settings.steps} steps do not fit this "
                          f"server's {conn.context}-token context: choose fewer.")
-    if not settings.prefill_tps:  # no rates measured in this session: the roofs', where this machine has them
-        rates = roofline_rates(model_path(conn.backend))
-        if rates is not None:
-            return with_rates(settings, *rates, source="roofline")
-    return settings
+    if settings.prefill_tps and settings.decode_tps:  # the page's choice (`with_prediction`), or a benchmark's
+        return settings
+    return with_prediction(settings, None, roofline_rates(model_path(conn.backend)))
 
 
 def model_path(backend: LlamaServerBackend) -> Path | None:
@@ -213,20 +278,11 @@ def kv_bytes_per_token(backend: LlamaServerBackend) -> int | None:
 
 
 def prompt_ids(backend: LlamaServerBackend, tokens: int) -> list[int]:
-    """The first ``tokens`` token ids of `PROMPT` repeated, as the server tokenises it."""
-    ids = backend.tokenize(PROMPT * (tokens // 8 + 1))[:tokens]
+    """The first ``tokens`` token ids of `PROMPT`, as the server tokenises it."""
+    ids = backend.tokenize(PROMPT)[:tokens]
     if len(ids) < tokens:
         raise ValueError(f"The prompt gave only {len(ids)} tokens; choose at most that many.")
     return ids
-
-
-def completion_body(prompt: list[int], n_predict: int, cached: bool) -> dict[str, Any]:
-    """Greedy, exactly ``n_predict`` tokens, token ids back; the cached way streams with per-token timings."""
-    body: dict[str, Any] = {"prompt": prompt, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
-                            "ignore_eos": True, "cache_prompt": False, "return_tokens": True}
-    if cached:
-        body.update(stream=True, timings_per_token=True)
-    return body
 
 
 def _failed(way: str, step: int, context: int, exc: Exception) -> KvStep:
@@ -234,35 +290,32 @@ def _failed(way: str, step: int, context: int, exc: Exception) -> KvStep:
     return KvStep(0, way, step, context, None, error=f"{what} failed: {type(exc).__name__}: {exc}")
 
 
+FAULTS = (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError, DeadlinePassed)  # a step's own failure
+
+
 def cached_steps(run: RunContext, backend: LlamaServerBackend, prompt: list[int], steps: int,
                  kv_per_token: int | None) -> Iterator[KvStep]:
-    """The cached way: one streamed request, one record per token as it arrives."""
+    """The cached way: one streamed completion, one record per token as it arrives."""
     last_ms, last_n, step = 0.0, 0, 0
     try:
-        body = completion_body(prompt, steps + 1, True)
-        with backend.client.stream("POST", backend.origin + "/completion", json=body, timeout=TIMEOUT_S) as response:
-            response.raise_for_status()
-            for line in response.iter_lines():
-                if run.stopped():
-                    return
-                if not line.startswith("data: "):
-                    continue
-                chunk = json.loads(line[len("data: "):])
-                timings, tokens = chunk.get("timings") or {}, chunk.get("tokens") or []
-                if not tokens:
-                    continue
-                n, context = int(timings["predicted_n"]), len(prompt) + step
-                if step == 0:
-                    ms, computed = float(timings["prompt_ms"]), int(timings["prompt_n"])
-                    reused = int(timings["cache_n"])
-                else:
-                    ms, computed, reused = float(timings["predicted_ms"]) - last_ms, n - last_n, context
-                last_ms, last_n = float(timings["predicted_ms"]), n
-                kv = kv_per_token * context if kv_per_token else None
-                yield KvStep(0, CACHED, step, context, round(ms, 3), computed, reused, int(tokens[0]),
-                             str(chunk.get("content", "")), kv)
-                step += 1
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        for chunk in backend.completion_stream(prompt, steps + 1, timeout=TIMEOUT_S):
+            if run.stopped():
+                return
+            timings, tokens = chunk.get("timings") or {}, chunk.get("tokens") or []
+            if not tokens:
+                continue
+            n, context = int(timings["predicted_n"]), len(prompt) + step
+            if step == 0:
+                ms, computed = float(timings["prompt_ms"]), int(timings["prompt_n"])
+                reused = int(timings["cache_n"])
+            else:
+                ms, computed, reused = float(timings["predicted_ms"]) - last_ms, n - last_n, context
+            last_ms, last_n = float(timings["predicted_ms"]), n
+            kv = kv_per_token * context if kv_per_token else None
+            yield KvStep(0, CACHED, step, context, round(ms, 3), computed, reused, int(tokens[0]),
+                         str(chunk.get("content", "")), kv)
+            step += 1
+    except FAULTS as exc:
         yield _failed(CACHED, step, len(prompt) + step, exc)
         return
     if step != steps + 1:
@@ -274,28 +327,14 @@ def recomputed_step(backend: LlamaServerBackend, prompt: list[int], step: int) -
     """The recomputed way's step ``step``: the prompt plus ``step`` tokens sent again, one token back."""
     context = len(prompt)
     try:
-        response = backend.client.post(backend.origin + "/completion", json=completion_body(prompt, 1, False),
-                                       timeout=TIMEOUT_S)
-        response.raise_for_status()
-        data = response.json()
+        data = backend.completion(prompt, 1, timeout=TIMEOUT_S)
         timings, tokens = data["timings"], data.get("tokens") or []
         ms = float(timings["prompt_ms"]) + float(timings["predicted_ms"])
         return KvStep(0, RECOMPUTED, step, context, round(ms, 3),
                       int(timings["prompt_n"]), int(timings["cache_n"]), int(tokens[0]) if tokens else None,
                       str(data.get("content", "")))
-    except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except FAULTS as exc:
         return _failed(RECOMPUTED, step, context, exc)
-
-
-def slot_figures(backend: LlamaServerBackend) -> tuple[int | None, int | None]:
-    """``(tokens the slot's cache holds, cells reserved for it)`` from ``/slots``; Nones where the server does not
-    say (``--no-slots``, an old build). Its ``n_prompt_tokens`` counts the answer too (30 prompt ids and 4 answer
-    tokens: 33, the last token's keys and values not yet computed)."""
-    try:
-        slot = backend.client.get(backend.origin + "/slots", timeout=30.0).json()[0]
-        return int(slot["n_prompt_tokens"]), int(slot["n_ctx"])
-    except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError):
-        return None, None
 
 
 def rounds(run: RunContext, settings: Settings) -> Iterator[KvStep]:
@@ -333,7 +372,7 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[KvStep]:
             return
     if run.stopped() or last is None:
         return
-    last.slot_tokens, last.slot_context = slot_figures(backend)  # the slot still holds the answer
+    last.slot_tokens, last.slot_context = backend.slot_figures()  # the slot still holds the answer
     yield numbered(last)
     written: list[int] = []
     for step in range(settings.steps + 1):
@@ -349,42 +388,6 @@ def rounds(run: RunContext, settings: Settings) -> Iterator[KvStep]:
 
 
 # -- what a run measured ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class QuadraticFit:
-    """y = a + b x + c x²."""
-
-    a: float
-    b: float
-    c: float
-    r2: float
-
-    def at(self, x: float) -> float:
-        return self.a + self.b * x + self.c * x * x
-
-
-def quadratic_fit(xs: Sequence[float], ys: Sequence[float]) -> QuadraticFit | None:
-    """Least squares through the normal equations (3 x 3, Cramer's rule); None with fewer than 3 distinct x."""
-    if len(set(xs)) < 3 or len(xs) != len(ys):
-        return None
-    s = [sum(x ** k for x in xs) for k in range(5)]
-    t = [sum(y * x ** k for x, y in zip(xs, ys, strict=True)) for k in range(3)]
-    m = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]]
-
-    def det(q: list[list[float]]) -> float:
-        return (q[0][0] * (q[1][1] * q[2][2] - q[1][2] * q[2][1]) - q[0][1] * (q[1][0] * q[2][2] - q[1][2] * q[2][0])
-                + q[0][2] * (q[1][0] * q[2][1] - q[1][1] * q[2][0]))
-
-    d = det(m)
-    if d == 0:
-        return None
-    coeffs = [det([[t[r] if col == k else m[r][col] for col in range(3)] for r in range(3)]) / d for k in range(3)]
-    fit = QuadraticFit(coeffs[0], coeffs[1], coeffs[2], 0.0)
-    mean = sum(ys) / len(ys)
-    ss_tot = sum((y - mean) ** 2 for y in ys)
-    ss_res = sum((y - fit.at(x)) ** 2 for x, y in zip(xs, ys, strict=True))
-    return QuadraticFit(fit.a, fit.b, fit.c, 1.0 - ss_res / ss_tot if ss_tot else 1.0)
-
-
 def cumulative(times: Sequence[float]) -> list[float]:
     out, total = [], 0.0
     for t in times:
@@ -403,19 +406,19 @@ def passed(cached_ms: Sequence[float], recomputed_ms: Sequence[float], times: fl
 
 @dataclass(frozen=True)
 class KvSummary:
-    """Both ways side by side, over the steps both measured (0..steps)."""
+    """Both ways side by side, over the steps both measured (0..steps); step times are steps 1..N (step 0 is the
+    prompt's prefill both ways)."""
 
     steps: int  # N: the last step both ways measured
     prompt_tokens: int
     same_answer: bool
     first_difference: int | None  # the first step whose token ids differ
-    cached_total_ms: float
+    cached_ms: tuple[float, ...]  # steps 1..N
+    recomputed_ms: tuple[float, ...]
+    cached_total_ms: float  # steps 0..N
     recomputed_total_ms: float
     passed_10x: int | None
-    cached_line: LinearFit | None  # cumulative ms against the step: a straight line
     recomputed_curve: QuadraticFit | None  # cumulative ms against the step: a parabola
-    cached_per_context: LinearFit | None  # a step's ms against its context (steps 1..N): flat
-    recomputed_per_context: LinearFit | None  # the same without the cache: rising
     computed_cached: tuple[int, ...]  # tokens computed per step 1..N, the server's counts
     computed_recomputed: tuple[int, ...]
     kv_bytes_per_token: int | None
@@ -430,35 +433,30 @@ class KvSummary:
         return self.recomputed_total_ms / self.cached_total_ms
 
     @property
-    def cached_rise(self) -> float | None:
-        """How much the cached step time grew over the run, by its fitted line, as a share of its mean."""
-        return _rise(self.cached_per_context, self.prompt_tokens + 1, self.prompt_tokens + self.steps)
+    def cached_median(self) -> float:
+        return statistics.median(self.cached_ms)
 
     @property
-    def recomputed_rise(self) -> float | None:
-        return _rise(self.recomputed_per_context, self.prompt_tokens + 1, self.prompt_tokens + self.steps)
+    def contended(self) -> tuple[float, ...]:
+        """The cached steps over `CONTENTION` x their median: a decode step is milliseconds, so another program
+        taking the cores shows there first (a prefill of hundreds of milliseconds absorbs it)."""
+        limit = CONTENTION * self.cached_median
+        return tuple(ms for ms in self.cached_ms if ms > limit)
 
     @property
-    def rising(self) -> bool:
-        """The recomputed step time is a straight line rising with the context (R² >= `MIN_R2`). Other work on
-        the machine scatters single steps (a load average of 8 on 2 cores: R² 0.1-0.3), so the verdict asks only
-        for `bending`."""
-        fit = self.recomputed_per_context
-        return fit is not None and fit.slope > 0 and fit.r2 >= MIN_R2
+    def disturbed(self) -> bool:
+        return len(self.contended) >= max(2, math.ceil(CONTENDED_SHARE * len(self.cached_ms)))
 
     @property
-    def bending(self) -> bool:
-        """The recomputed way's total bends upward (a parabola: c > 0, R² >= `MIN_R2`) and its steps grow with
-        the context: the sums smooth what scatters single steps (R² 0.998 at that load)."""
-        curve, fit = self.recomputed_curve, self.recomputed_per_context
-        return curve is not None and curve.c > 0 and curve.r2 >= MIN_R2 and fit is not None and fit.slope > 0
+    def quarters(self) -> tuple[float, float]:
+        """The recomputed way's first-quarter and last-quarter median steps."""
+        found = quarters(self.recomputed_ms)
+        return found if found is not None else (0.0, 0.0)
 
-
-def _rise(fit: LinearFit | None, low: int, high: int) -> float | None:
-    if fit is None:
-        return None
-    mid = fit.at((low + high) / 2)
-    return (fit.at(high) - fit.at(low)) / mid if mid > 0 else None
+    @property
+    def rise(self) -> float:
+        first, last = self.quarters
+        return last / first if first > 0 else 1.0
 
 
 def measured(records: Sequence[KvStep], way: str) -> list[KvStep]:
@@ -491,15 +489,12 @@ def summarize(records: Sequence[KvStep]) -> KvSummary | None:
     first_difference = next((a.step for a, b in zip(cached, recomputed, strict=True) if a.token != b.token), None)
     a_ms = [r.step_ms or 0.0 for r in cached]
     b_ms = [r.step_ms or 0.0 for r in recomputed]
-    steps = [float(r.step) for r in cached]
-    prompt = cached[0].context
     last = measured(records, CACHED)[-1]
     return KvSummary(
-        steps=n, prompt_tokens=prompt, same_answer=first_difference is None, first_difference=first_difference,
+        steps=n, prompt_tokens=cached[0].context, same_answer=first_difference is None,
+        first_difference=first_difference, cached_ms=tuple(a_ms[1:]), recomputed_ms=tuple(b_ms[1:]),
         cached_total_ms=sum(a_ms), recomputed_total_ms=sum(b_ms), passed_10x=passed(a_ms, b_ms),
-        cached_line=linear_fit(steps, cumulative(a_ms)), recomputed_curve=quadratic_fit(steps, cumulative(b_ms)),
-        cached_per_context=linear_fit([r.context for r in cached[1:]], a_ms[1:]),
-        recomputed_per_context=linear_fit([r.context for r in recomputed[1:]], b_ms[1:]),
+        recomputed_curve=quadratic_fit([float(r.step) for r in recomputed], cumulative(b_ms)),
         computed_cached=tuple(r.computed_tokens or 0 for r in cached[1:]),
         computed_recomputed=tuple(r.computed_tokens or 0 for r in recomputed[1:]),
         kv_bytes_per_token=cached[-1].kv_bytes // cached[-1].context if cached[-1].kv_bytes else None,
@@ -507,66 +502,72 @@ def summarize(records: Sequence[KvStep]) -> KvSummary | None:
         prediction=prediction_in(cached, recomputed))
 
 
-def verdict(records: Sequence[KvStep]) -> tuple[bool | None, dict[str, Any]]:
-    """Shown: the same answer both ways, the recomputed way slower and its total a parabola (`KvSummary.bending`).
-    Values: the slowdown, its 10x step, and the prediction's slowdown where the run had one."""
+# -- what a run concludes ---------------------------------------------------------------------------------
+def conclude(records: Sequence[KvStep], state: MachineState | None) -> Conclusion:
+    """The run's one conclusion (the module's docstring gives the order of the conditions)."""
     found = summarize(records)
     if found is None:
-        return None, {}
-    values: dict[str, Any] = {"ratio": found.ratio, "steps": found.steps, "passed": found.passed_10x,
-                              "same": found.same_answer, "first_difference": found.first_difference}
-    if found.prediction is not None:
-        values.update(predicted=found.prediction.ratio, agrees=found.prediction.agrees(found.ratio),
-                      spread=PREDICTION_SPREAD)
-    return found.same_answer and found.ratio > 1 and found.bending, values
-
-
-def verdict_text(records: Sequence[KvStep], t: Words) -> tuple[bool | None, str]:
-    """The sentence (page and report): what the run showed, and how it compares with its prediction."""
-    found = summarize(records)
-    shown, _ = verdict(records)
-    if found is None:
-        return None, t("kv_cache.not_shown")
-    if shown:
-        sentence = t("kv_cache.shown" if found.passed_10x is not None else "kv_cache.shown_never", n=found.steps + 1,
-                     ratio=found.ratio, recomputed=found.recomputed_total_ms / 1000,
-                     cached=found.cached_total_ms / 1000, passed=found.passed_10x)
-    elif not found.same_answer:
-        sentence = t("kv_cache.different", step=found.first_difference)
+        steps = min(len(measured(records, CACHED)), len(measured(records, RECOMPUTED)))
+        return Conclusion(ID, NO_DATA, Finding("too_few", {"steps": steps}))
+    claims = _claims(found)
+    if not found.same_answer:
+        return Conclusion(ID, NOT_SHOWN, Finding("different", {"step": found.first_difference}), claims)
+    contention = _disturbance(found, state)
+    if contention is not None:
+        return Conclusion(ID, DISTURBED, contention, (_rise_finding(found), *claims))
+    first, last = found.quarters
+    curve = found.recomputed_curve
+    if found.ratio <= 1:
+        decided = Finding("not_slower", {"ratio": found.ratio})
+    elif found.rise < MIN_RISE:
+        decided = _rise_finding(found)
+    elif curve is None or curve.c <= 0:
+        decided = Finding("bent_down", {"c": -curve.c if curve else 0.0, "r2": curve.r2 if curve else 0.0})
     else:
-        sentence = t("kv_cache.not_shown")
-    if found.prediction is not None:
-        key = "kv_cache.agrees" if found.prediction.agrees(found.ratio) else "kv_cache.disagrees"
-        sentence += " " + t(key, predicted=found.prediction.ratio, spread=PREDICTION_SPREAD)
-    return shown, sentence
+        return Conclusion(ID, SHOWN, Finding("parabola", {"rise": found.rise, "first": first, "last": last,
+                                                          "c": curve.c, "r2": curve.r2}), claims)
+    return Conclusion(ID, NOT_SHOWN, decided, claims)
 
 
-def cli_lines(records: Sequence[KvStep]) -> Iterator[str]:
-    """Its summary lines on the command line (none for a run without experiment 6)."""
-    if not any(isinstance(r, KvStep) for r in records):
-        return
-    found = summarize(records)
-    if found is None:
-        yield "Experiment 6: too few steps measured both ways to compare."
-        return
+def _disturbance(found: KvSummary, state: MachineState | None) -> Finding | None:
+    """Contention seen in the cached steps themselves, else the meter's busy machine; None for a quiet run."""
+    if found.disturbed:
+        return Finding("contended", {"count": len(found.contended), "steps": len(found.cached_ms),
+                                     "times": CONTENTION, "median": found.cached_median,
+                                     "low": min(found.contended), "high": max(found.contended)})
+    return disturbed(state)
+
+
+def _rise_finding(found: KvSummary) -> Finding:
+    """The recomputed steps from the first quarter to the last, worded as what they did (rose, stayed, fell)."""
+    first, last = found.quarters
+    key = "steps_rose" if found.rise >= MIN_RISE else "steps_flat" if found.rise >= 1 else "steps_fell"
+    return Finding(key, {"rise": found.rise, "first": first, "last": last, "min_rise": MIN_RISE})
+
+
+def _claims(found: KvSummary) -> tuple[Finding, ...]:
+    """What the run measured, each with its numbers: the slowdown, the cached steps, the prediction, the memory."""
+    out = [Finding("slower" if found.passed_10x is not None else "slower_never",
+                   {"n": found.steps + 1, "ratio": found.ratio, "recomputed": found.recomputed_total_ms / 1000,
+                    "cached": found.cached_total_ms / 1000, "passed": found.passed_10x})]
     if found.same_answer:
-        yield f"Same answer both ways: {found.steps + 1} token ids identical."
-    else:
-        yield f"WARNING: the answers differ from step {found.first_difference} (this server's numerics)."
-    yield (f"Cached {found.cached_total_ms / 1000:.2f} s, recomputed {found.recomputed_total_ms / 1000:.2f} s: "
-           f"{found.ratio:.1f}x slower without the cache for N = {found.steps}"
-           + (f", past {SLOWER:.0f}x from N = {found.passed_10x}." if found.passed_10x is not None else "."))
-    if found.prediction is not None:
-        yield (f"Predicted {found.prediction.ratio:.1f}x: "
-               + ("agrees" if found.prediction.agrees(found.ratio) else "outside")
-               + f" within {PREDICTION_SPREAD:.0f}x.")
-    if found.recomputed_per_context is not None:
-        fit = found.recomputed_per_context
-        yield f"Recomputed step: {fit.slope:+.2f} ms per context token (R² {fit.r2:.2f})."
-    if found.kv_bytes is not None:
-        yield (f"KV cache held {found.kv_bytes / 1e6:.2f} MB at the end ({found.kv_bytes_per_token:,} B/token); "
-               f"the chapter's {CHAPTER_MODEL} at {CHAPTER_CONTEXT:,} tokens: keep about "
-               f"{CHAPTER_KV_BYTES / 1e9:.0f} GB.")
+        out.insert(0, Finding("same", {"n": found.steps + 1}))
+    out.append(Finding("cached_steps", {"median": found.cached_median, "count": len(found.contended),
+                                        "steps": len(found.cached_ms), "times": CONTENTION}))
+    expected = found.prediction
+    if expected is not None:
+        out.append(Finding("agrees" if expected.agrees(found.ratio) else "disagrees",
+                           {"predicted": expected.ratio, "ratio": found.ratio, "low": expected.low,
+                            "high": expected.high}))
+        out.append(Finding("ways_predicted", {
+            "recomputed": statistics.median(found.recomputed_ms), "recomputed_predicted":
+            statistics.median(expected.recomputed_ms[1:]), "cached": found.cached_median,
+            "cached_predicted": statistics.median(expected.cached_ms[1:])}))
+    if found.kv_bytes is not None and found.kv_bytes_per_token is not None:
+        out.append(Finding("memory", {"mb": found.kv_bytes / 1e6, "per_token": found.kv_bytes_per_token,
+                                      "model": CHAPTER_MODEL, "context": CHAPTER_CONTEXT,
+                                      "gb": CHAPTER_KV_BYTES / 1e9}))
+    return tuple(out)
 
 
 TABLE = Table((("way", "way", 10), ("step", "step", 4), ("context", "context", 7),
@@ -575,6 +576,5 @@ TABLE = Table((("way", "way", 10), ("step", "step", 4), ("context", "context", 7
 
 EXPERIMENT = Experiment(
     id=ID, title="the same answer with and without the KV cache: time bought with memory", icon=":material/memory:",
-    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize, verdict=verdict,
-    verdict_text=verdict_text, cli_lines=cli_lines, table=TABLE, record=KvStep, records="steps", options=OPTIONS,
-    sample=SAMPLE, default=False)
+    settings=Settings, rounds=rounds, plan=plan, prepare=prepare, summary=summarize, conclude=conclude, table=TABLE,
+    record=KvStep, records="steps", options=OPTIONS, sample=SAMPLE, default=False)

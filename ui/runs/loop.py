@@ -167,22 +167,16 @@ def show_run(run: BackgroundRun | None, draw: DrawRuns, experiment: str, records
 
 
 
-def explain(t: Texts, section: str, run: RunView[Any] | bool | None, legacy: str = "",
-            notes: Sequence[str] = ()) -> Conclusion | None:
+def explain(t: Texts, section: str, run: RunView[Any] | None, notes: Sequence[str] = ()) -> Conclusion | None:
     """'What you should see' beside 'what this run showed': the run's one conclusion (`conclusion_of`: the one kept
     with it, else computed from its records and the machine's state), in the reader's words, then the page's
-    ``notes`` (what this machine's roofs allow beside it). Returns the conclusion, for the page's own use.
-
-    TRANSITIONAL: a page still passing ``shown`` and its own sentence (experiment 6's, until it moves onto
-    ``conclude``) gets them shown as they are."""
-    conclusion = (conclusion_of(EXPERIMENTS[section], run.rows, run.state, run.conclusion)
-                  if isinstance(run, RunView) else None)
-    shown = conclusion.shown if conclusion else run
-    text = " ".join([paragraph(conclusion, t) if conclusion else legacy, *[n for n in notes if n]])
+    ``notes`` (what this machine's roofs allow beside it). Returns the conclusion, for the page's own use."""
+    conclusion = conclusion_of(EXPERIMENTS[section], run.rows, run.state, run.conclusion) if run is not None else None
+    text = " ".join([paragraph(conclusion, t) if conclusion else "", *[n for n in notes if n]])
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{t('common.what_to_see')}**  \n" + t.rich(f"{section}.expect"), unsafe_allow_html=True)
     with right:
         st.markdown(f"**{t('common.verdict')}**")
-        (st.success if shown else st.info)(text)
+        (st.success if conclusion and conclusion.shown else st.info)(text)
     return conclusion

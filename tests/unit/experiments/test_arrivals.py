@@ -22,7 +22,7 @@ from core.words import ContentWords
 from tests.support.fake_slot import OneSlotServer
 
 # Two thread wake-ups stand between the schedule's arithmetic and the client's reading (the server's next handler,
-# the client's reader), in one process: a bare wake-up's p99 was 11 ms at load 20 on the 2 cores (BENCHMARKS 25);
+# the client's reader), in one process: a bare wake-up's p99 was 11 ms at load 20 on the 2 cores (BENCHMARKS 26);
 # with three more busy loops on them a run's median error reached 11 ms, and one run had three requests in a row
 # 96-134 ms off (one stall of a thread). So: the median within 20 ms and 85 % of the requests (16 of 18) within
 # 150 ms, against queues that reach 200-500 ms.

@@ -11,8 +11,7 @@ from core.experiments import EXPERIMENTS
 from core.experiments import arrivals as ar
 from core.experiments.prices import PRICE_LISTS
 from ui.roofline import local_backend
-from ui.runs import ExperimentPlan, Records, explain, run_controls, show_run
-from ui.runs.history import measured
+from ui.runs import ExperimentPlan, Records, explain, measured, run_controls, show_run
 from ui.text import Texts, texts
 
 RATES = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]

@@ -21,7 +21,7 @@ import argparse
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
@@ -187,15 +187,22 @@ def unsaved(store: RunStore | None) -> bool:
 
 
 def _report(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
-            records: dict[str, list[Record]]) -> None:
-    """Each experiment's conclusion over its own records, in the content's words: what its page and the report say
-    of the same run; --json, --csv."""
+            records: dict[str, list[Record]], ended: Mapping[str, BackgroundRun] | None = None) -> None:
+    """Each experiment's conclusion over its own records, in the content's words: the one its run stored (computed
+    with the machine's state as the run ended), what its page and the report say of the same run; --json (each
+    experiment's state and conclusion under ``summary``), --csv."""
     words = ContentWords("en")
+    summary: dict[str, Any] = {}
     for spec in specs:
+        run = (ended or {}).get(spec.id)
+        state = run.state if run is not None else None
+        conclusion = conclusion_of(spec, spec.own(records.get(spec.records, [])), state,
+                                   run.conclusion if run is not None else None)
+        summary[spec.id] = {"state": state.to_dict() if state else None, "conclusion": conclusion.to_dict()}
         print(words(f"{spec.id}.title"))
-        print(paragraph(conclusion_of(spec, spec.own(records.get(spec.records, [])), None, None), words))
+        print(paragraph(conclusion, words))
     if args.json:
-        args.json.write_text(to_json(settings, records))
+        args.json.write_text(to_json(settings, records, summary))
     if args.csv:
         args.csv.write_text(to_csv(settings, records.get("rounds") or next(iter(records.values()), [])))
 
@@ -231,7 +238,8 @@ def run_experiments(args: argparse.Namespace) -> int:
         for spec in EXPERIMENTS.values():
             settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
         shown: Table | None = None
-        interrupted, failed = False, False
+        interrupted = False
+        ended: dict[str, BackgroundRun] = {}  # each experiment's run, with its state and conclusion
         try:
             for spec in specs:
                 print(f"[{spec.id}] running...", file=sys.stderr)
@@ -244,22 +252,30 @@ def run_experiments(args: argparse.Namespace) -> int:
                     records.setdefault(spec.records, []).append(record)
                     print(spec.table.row(record), flush=True)
 
-                run = run_one(spec, prepared[spec.id], connections[spec.id], target, store, saved, label, row)
-                failed = failed or bool(run.error)
+                ended[spec.id] = run_one(spec, prepared[spec.id], connections[spec.id], target, store, saved, label,
+                                         row)
         except KeyboardInterrupt:  # Ctrl-C: what was measured is kept and written below
             interrupted = True
         except NotStarted as exc:
             print(f"error: [{spec.id}] cannot run: {exc}", file=sys.stderr)
             return 2
+    return _ended(args, specs, settings, records, ended, store, interrupted)
+
+def _ended(args: argparse.Namespace, specs: Sequence[Experiment], settings: dict[str, Any],
+           records: dict[str, list[Record]], ended: Mapping[str, BackgroundRun], store: RunStore | None,
+           interrupted: bool) -> int:
+    """What a run of experiments prints once they end (each one's conclusion, the files asked for) and its exit
+    code: 1 when a record failed or a write was lost, `INTERRUPTED` after Ctrl-C."""
     if interrupted:
         print(f"Interrupted (Ctrl-C): {sum(map(len, records.values()))} records were measured; they are kept.",
               file=sys.stderr)
-    _report(args, specs, settings, records)
+    _report(args, specs, settings, records, ended)
     if unsaved(store) and not interrupted:
         return 1
     if interrupted:
         return INTERRUPTED
-    return 1 if failed or any(r.error for kind in records.values() for r in kind) else 0
+    failed = any(run.error for run in ended.values()) or any(r.error for kind in records.values() for r in kind)
+    return 1 if failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,14 +9,14 @@ import streamlit as st
 from core.backends.connect import Connection
 from core.charts.base import RunView
 from core.charts.cache import cache_token_chart, cache_ttft_chart
-from core.documents import DocumentError, FittedDocument, default_document, read_document
+from core.documents import FittedDocument, default_document
 from core.experiments import EXPERIMENTS
 from core.experiments import prefix_cache as ex
 from core.experiments.prompts import STRATEGIES
 from core.experiments.samples import chapter_reference
 from core.records import RoundResult
-from ui.runs import ExperimentPlan, explain, preview, run_controls, show_run
-from ui.session import BACKEND_KEY, hosted
+from ui.runs import ExperimentPlan, explain, preview, run_controls, show_run, uploaded
+from ui.session import BACKEND_KEY
 from ui.text import Texts, texts
 
 t = texts()
@@ -36,16 +36,7 @@ with st.expander(t("common.settings"), expanded=True):
                                    key="cache_strategies", format_func=lambda s: t(f"strategy.{s}"))
     upload = st.file_uploader(t("cache.upload"), type=None, key="cache_upload", help=t("cache.upload_help"))
 
-document, doc_name = default_document(), ex.DEFAULT_DOC
-if upload is not None:
-    try:
-        document, doc_name = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes), upload.name
-        st.caption(t("cache.doc_uploaded", name=upload.name))
-    except DocumentError as exc:
-        st.error(t("cache.doc_error", error=exc), icon=":material/warning:")
-else:
-    st.caption(t("cache.doc_default"))
-
+document, doc_name = uploaded(t, "cache", upload, default_document(), ex.DEFAULT_DOC)
 
 doc_id = hashlib.sha256(document.encode()).hexdigest()[:12]
 settings = ex.Settings(int(rounds), tuple(strategies), doc_name, int(doc_tokens), document)

@@ -8,14 +8,12 @@ import streamlit as st
 
 from core.charts.base import RunView
 from core.charts.conversation import cost_chart, pause_chart, prompt_chart, recomputed_chart, time_chart
-from core.documents import DocumentError, read_document
 from core.experiments import EXPERIMENTS
 from core.experiments import conversation as ex
 from core.experiments.prices import PRICE_LISTS
 from core.records import RoundResult
 from ui.roofline import backend_prediction, local_backend
-from ui.runs import ExperimentPlan, explain, measured, preview, run_controls, show_run
-from ui.session import hosted
+from ui.runs import ExperimentPlan, explain, measured, preview, run_controls, show_run, uploaded
 from ui.text import Texts, texts
 
 t = texts()
@@ -35,15 +33,7 @@ with st.expander(t("common.settings"), expanded=True):
 st.caption(t("conversation.summary_rule"))
 st.caption(t("conversation.reuse_note", chunk=ex.REUSE_CHUNK) if local_backend() else t("conversation.api_note"))
 
-document, doc_name = None, "default"
-if upload is not None:
-    try:
-        document, doc_name = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes), upload.name
-        st.caption(t("conversation.doc_uploaded", name=upload.name))
-    except DocumentError as exc:
-        st.error(t("conversation.doc_error", error=exc), icon=":material/warning:")
-else:
-    st.caption(t("conversation.doc_default"))
+document, doc_name = uploaded(t, "conversation", upload, None, "default")
 
 settings = ex.Settings(int(rounds), tuple(strategies), int(window), int(threshold), doc_name, pause=bool(pause),
                        document=document)

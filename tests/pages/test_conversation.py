@@ -52,3 +52,17 @@ def test_the_doctor_prices_a_compaction_with_what_experiment_7_measured(fake_api
     figure = ex.doctor_figure(at.session_state["history"][ex.ID][-1].rows)
     assert figure is not None
     assert f"a summary round recomputed a median {figure['summary_tokens']:,.0f} tokens" in rendered(at)
+
+
+def test_an_unreadable_upload_is_said_and_the_script_keeps_its_own_reference(fake_api):
+    """The same upload path as experiment 3's page (`ui.runs.uploaded`): a binary file is refused with a sentence and
+    the default reference text stays; a text file is named and used."""
+    at = app(**api_state(fake_api))
+    at.switch_page("app_pages/conversation.py").run()
+    at.file_uploader(key="conversation_upload").upload("photo.png", b"\x89PNG\x00\x00\x01binary", "image/png").run()
+    assert any("photo.png" in e.value and "binary" in e.value for e in at.error)
+    assert not at.exception
+    at.file_uploader(key="conversation_upload").upload("notes.txt", "OUR HOTEL RULES. ".encode() * 40,
+                                                        "text/plain").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("notes.txt" in c.value for c in at.caption)

@@ -17,7 +17,7 @@ FACES = {
                 "compaction_measured", "explain",
                 "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "newest",
                 "preview", "report_maker", "rows_of", "run_controls", "run_store", "runs_table", "saved_runs",
-                "session_runs", "show_run", "start_run", "store_notice"],
+                "session_runs", "show_run", "start_run", "store_notice", "uploaded"],
     "ui.sidebar": ["connect", "current_target", "key_source", "render_sidebar", "start_embedded"],
 }
 

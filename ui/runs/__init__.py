@@ -9,7 +9,7 @@ its uploads.
 """
 
 from ui.runs.contract import ExperimentPlan, Records
-from ui.runs.controls import preview, run_controls, session_runs, start_run
+from ui.runs.controls import preview, run_controls, session_runs, start_run, uploaded
 from ui.runs.history import compaction_measured, measured, newest, rows_of
 from ui.runs.loop import busy_note, explain, show_run
 from ui.runs.saved import (
@@ -29,4 +29,4 @@ __all__ = ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_
            "explain",
            "free_uploads_when_gone", "hosted_visitor", "import_upload", "latest_saved", "measured", "newest",
            "preview", "report_maker", "rows_of", "run_controls", "run_store", "runs_table", "saved_runs",
-           "session_runs", "show_run", "start_run", "store_notice"]
+           "session_runs", "show_run", "start_run", "store_notice", "uploaded"]

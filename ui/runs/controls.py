@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import streamlit as st
 
 from core.backends.connect import Connection, Target
+from core.documents import DocumentError, read_document
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment
 from core.hosting import Refused
@@ -22,6 +23,8 @@ from ui.runs.visitor import ledger, line, page_alive_probe, visitor_id
 from ui.session import hosted
 from ui.sidebar import connect, current_target, key_source
 from ui.text import Texts, texts
+
+D = TypeVar("D", str, None)  # an uploaded document's stand-in: the page's default text, or none
 
 
 def session_runs(experiment: str) -> list[BackgroundRun]:
@@ -114,3 +117,18 @@ def preview(spec: Experiment, settings: Any, key: str) -> Any:
     except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:
         return f"{type(exc).__name__}: {exc}"
     return cache[cached]
+
+
+def uploaded(t: Texts, section: str, upload: Any, default: D, default_name: str) -> tuple[str | D, str]:
+    """An uploaded document's text and name, or ``default`` where none was given or it cannot be read (said in
+    the page's ``section`` words: ``doc_uploaded``, ``doc_error``, ``doc_default``)."""
+    if upload is None:
+        st.caption(t(f"{section}.doc_default"))
+        return default, default_name
+    try:
+        text = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes)
+    except DocumentError as exc:
+        st.error(t(f"{section}.doc_error", error=exc), icon=":material/warning:")
+        return default, default_name
+    st.caption(t(f"{section}.doc_uploaded", name=upload.name))
+    return text, upload.name

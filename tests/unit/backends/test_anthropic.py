@@ -18,11 +18,13 @@ import pytest
 from core.backends import BACKENDS, PRESETS, AnthropicBackend, ChatRequest
 from core.backends.anthropic import messages_payload
 from core.backends.connect import Target, open_connection
+from core.conclusions import Conclusion, paragraph
 from core.documents import fit_document
 from core.experiments import prefix_cache as cache
 from core.experiments.base import RunContext
 from core.hosting import load_settings
 from core.records import RoundResult
+from core.words import ContentWords
 
 KEY = "sk-ant-test-0123456789"
 REQUEST = ChatRequest([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hello " * 40}],
@@ -146,7 +148,7 @@ def test_cli_runs_experiment_3_on_anthropic_and_hides_the_key(fake_api, tmp_path
     proc = subprocess.run([sys.executable, "-m", "core", "--backend", "anthropic", "--url", fake_api.base_url,
                            "--model", "claude-test", "--key-env", "MY_KEY", "--only", "cache", "--rounds", "3",
                            "--doc-tokens", "800", "--json", str(out)],
-                          capture_output=True, text=True, timeout=60, env=env)
+                          capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["settings"]["backend"] == "anthropic" and data["settings"]["api_key_set"] is True
@@ -154,7 +156,8 @@ def test_cli_runs_experiment_3_on_anthropic_and_hides_the_key(fake_api, tmp_path
     assert [r["cached_tokens"] for r in stamp] == [0, 0, 0] and all(r["cache_write_tokens"] for r in stamp)
     assert {r["usage_source"] for r in data["rounds"]} == {"message_start.usage"}
     assert all(r["prefill_source"] == "client" and r["decode_source"] == "client" for r in data["rounds"])
-    assert "[timestamp_first]: 3 rounds" in proc.stdout and "to the cache" in proc.stdout
+    said = paragraph(Conclusion.from_dict(data["summary"]["cache"]["conclusion"]), ContentWords("en"))
+    assert said in proc.stdout and "timestamp first recomputed" in said and "on the 3 rounds both measured" in said
     assert KEY not in proc.stdout + proc.stderr + out.read_text()
     assert all(r["headers"]["x-api-key"] == KEY for r in fake_api.requests)
 

@@ -11,10 +11,12 @@ import threading
 import pytest
 
 from core.backends.tokens import ServerTokenCounter
+from core.conclusions import Conclusion, paragraph
 from core.documents import default_document, fit_document
 from core.experiments import input_length, output_length
 from core.experiments import prefix_cache as cache
 from core.experiments.base import RunContext
+from core.words import ContentWords
 
 pytestmark = pytest.mark.llama
 
@@ -97,8 +99,9 @@ def test_cli_cache_experiment_on_embedded_default(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "append_only" in proc.stdout and "timestamp_first recomputed" in proc.stdout
     data = json.loads(out.read_text())
+    said = paragraph(Conclusion.from_dict(data["summary"]["cache"]["conclusion"]), ContentWords("en"))
+    assert said in proc.stdout and "timestamp first recomputed" in said, proc.stdout
     assert data["settings"]["backend"] == "local" and data["settings"]["model"] == "SmolLM2-135M-Instruct.Q4_1.gguf"
     rounds = data["rounds"]
     assert [(r["experiment"], r["strategy"], r["round"], r["error"]) for r in rounds] == [

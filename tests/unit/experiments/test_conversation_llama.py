@@ -4,6 +4,8 @@ what each strategy recomputes, that it is what the script predicted, and the pau
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -17,38 +19,55 @@ SETTINGS = ex.Settings(conversation_rounds=8, conversation_strategies=("keep", "
                        window=4, threshold=400, reference_tokens=60, answer_sentences=1)
 
 
+@dataclass
+class Run:
+    rows: list[ex.ConversationRound]
+    system: dict[str, int]  # per strategy: the tokens its next round shares when all after the system prompt changes
+
+
 @pytest.fixture(scope="module")
-def run(local_server: LocalServer) -> Iterator[list[ex.ConversationRound]]:
-    with open_connection(Target("llama", url=local_server.url)) as conn:
-        rows = list(ex.rounds(RunContext(conn), ex.prepare(SETTINGS, conn)))
+def run(local_server: LocalServer) -> Iterator[Run]:
+    """The run, and each strategy's system prompt measured from what it sent: the prompt's session tag is random
+    hex, so the system prompt's token count differs between strategies and runs by a few tokens."""
+    sent: list[ex.Request] = []
+    plan = ex.requests
+
+    def planned(*args: Any, **kwargs: Any) -> list[ex.Request]:
+        sent[:] = plan(*args, **kwargs)  # the last plan is the one sent (`prepare` plans once to count)
+        return sent
+
+    with pytest.MonkeyPatch.context() as patch, open_connection(Target("llama", url=local_server.url)) as conn:
+        patch.setattr(ex, "requests", planned)
+        rows = list(ex.rounds(RunContext(conn), SETTINGS))
+        tokens = ex.tokens_of(conn)
+        system = {}
+        for request in sent:
+            head = request.messages[0]
+            system[request.strategy] = ex.reused(tokens([head, {"role": "user", "content": "Alpha?"}]),
+                                                 tokens([head, {"role": "user", "content": "Omega?"}]))
     assert not [r.error for r in rows if r.error]
-    yield rows
-
-
-def system_tokens(rows: list[ex.ConversationRound]) -> int:
-    """What stays cached when everything after the system prompt changes: the window's cached count once sliding."""
-    return min(r.cached_tokens or 0 for r in ex.measured(rows, "window")[3:])
+    yield Run(rows, system)
 
 
 def test_every_count_is_the_one_the_script_predicted(run):
     for strategy in SETTINGS.conversation_strategies:
-        rows = ex.measured(run, strategy)
+        rows = ex.measured(run.rows, strategy)
         assert len(rows) == SETTINGS.conversation_rounds
         assert [r.recomputed_tokens for r in rows] == [r.predicted_recomputed for r in rows], strategy
         assert [r.prompt_tokens for r in rows] == [r.target_tokens for r in rows], strategy
 
 
 def test_keep_recomputes_a_few_dozen_tokens_a_round(run):
-    later = ex.measured(run, "keep")[1:]
+    later = ex.measured(run.rows, "keep")[1:]
     assert all(20 <= (r.recomputed_tokens or 0) <= 100 for r in later)
-    assert all(r.cached_tokens == before.prompt_tokens for before, r in zip(ex.measured(run, "keep"), later,
+    assert all(r.cached_tokens == before.prompt_tokens for before, r in zip(ex.measured(run.rows, "keep"), later,
                                                                            strict=False))
 
 
 def test_the_window_recomputes_everything_after_the_system_prompt_once_it_slides(run):
-    rows, system = ex.measured(run, "window"), system_tokens(run)
+    rows, system = ex.measured(run.rows, "window"), run.system["window"]
     slides = SETTINGS.window // 2 + 2  # round 4: the oldest round leaves the window
-    keep = ex.measured(run, "keep")
+    keep = ex.measured(run.rows, "keep")
     for r in rows[slides - 1:]:
         assert r.cached_tokens == system and r.recomputed_tokens == (r.prompt_tokens or 0) - system
         assert (r.recomputed_tokens or 0) > 2 * (keep[r.round - 1].recomputed_tokens or 0)
@@ -56,7 +75,7 @@ def test_the_window_recomputes_everything_after_the_system_prompt_once_it_slides
 
 
 def test_the_summary_recomputes_everything_after_the_system_prompt_on_the_rounds_it_summarizes(run):
-    rows, system = ex.measured(run, "summary"), system_tokens(run)
+    rows, system = ex.measured(run.rows, "summary"), run.system["summary"]
     summarized = [r for r in rows if r.summarized]
     assert summarized, "the short script passes the threshold"
     for r in summarized:  # the summary message's role shares one token fewer with the history than a question does
@@ -66,14 +85,14 @@ def test_the_summary_recomputes_everything_after_the_system_prompt_on_the_rounds
 
 
 def test_chunk_reuse_keeps_the_window_nearly_as_cheap_as_keep(run):
-    reuse, window = ex.measured(run, "window_reuse")[4:], ex.measured(run, "window")[4:]
+    reuse, window = ex.measured(run.rows, "window_reuse")[4:], ex.measured(run.rows, "window")[4:]
     assert sum(r.recomputed_tokens or 0 for r in reuse) * 2 < sum(r.recomputed_tokens or 0 for r in window)
 
 
 def test_a_paused_conversation_restored_computes_a_few_tokens_and_from_nothing_all(run):
-    found = ex.resumes(run)
+    found = ex.resumes(run.rows)
     gone, slot, restored = found["resume_gone"], found["resume_in_slot"], found["resume_restored"]
     assert (gone.recomputed_tokens or 0) >= (gone.prompt_tokens or 0) - 8, "a new session tag: nothing cached"
     assert (slot.recomputed_tokens or 0) < 100 and (restored.recomputed_tokens or 0) < 100
     assert restored.recomputed_tokens == restored.predicted_recomputed
-    assert ex.conclude(run).status == SHOWN
+    assert ex.conclude(run.rows).status == SHOWN

@@ -58,6 +58,7 @@ def test_a_real_export_comes_back_the_same_whatever_the_size_of_a_read(location:
         assert store.records(copy) == source.records(saved.id)
 
 
+@pytest.mark.slow
 def test_more_rounds_than_a_batch_keep_their_order(location: str, tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     path.write_text(to_json({"backend": "local", "model": "m"}, {"rounds": rounds(2 * BATCH + 17)},
@@ -108,6 +109,7 @@ def test_a_cut_or_corrupt_export_is_refused_by_its_line_and_nothing_is_stored(lo
     assert [r.id for r in store.runs()] == before
 
 
+@pytest.mark.slow
 def test_a_file_cut_while_it_is_stored_leaves_no_run(location: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core.store.stream, "CHUNK", 4096)

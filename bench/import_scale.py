@@ -11,8 +11,9 @@ naming a checkout of an older commit its CLI is measured on the same files too.
 Before the first fix the line-number lookup counted newlines from the start of the file once per round:
 2,500 / 5,000 / 10,000 / 19,000 rounds took 1.3 / 2.4 / 6.7 / 20 s and 100,000 did not finish in 300 s.
 Before the second the file was read whole (its text, then every round parsed at once): a 600 MB export took
-1.35 GB in the issue's probe, and this benchmark's 602.6 MB one (every field filled) 2,608 MB at its peak. Linear means CPU seconds per 1,000 rounds stay flat as the file grows; flat memory means the
-import's own peak does not grow with it.
+1.35 GB in the issue's probe, and this benchmark's 602.6 MB one (every field filled) 2,608 MB at its peak.
+Linear means CPU seconds per 1,000 rounds stay flat as the file grows; flat memory means the import's own
+peak does not grow with it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from core.doctor.model import json_problem
+
 BANNER_LINES = 5  # lines of text a console exporter's host may print before the first span
 
 
@@ -212,7 +214,8 @@ def documents(text: str, name: str) -> tuple[list[tuple[str, Any]], str | None]:
         line, counted = line + text.count("\n", counted, position), position
         try:
             document, position = decoder.raw_decode(text, position)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
-            return found, f"{name} line {line}: not valid JSON ({reason})"
+        except json.JSONDecodeError as exc:  # its line and column are the file's: the text is decoded whole
+            return found, f"{name} line {exc.lineno}: not valid JSON ({json_problem(exc)})"
+        except RecursionError:
+            return found, f"{name} line {line}: not valid JSON (nested too deep)"
         found.append((f"{name} line {line}" if found or position < len(text.rstrip()) else name, document))

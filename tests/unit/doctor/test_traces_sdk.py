@@ -91,6 +91,9 @@ def test_the_documents_of_a_file_in_every_layout():
     assert spans.documents('banner\n{\n "a": 1\n}{"b":\n 2}', "f")[0] == [("f line 2", {"a": 1}),
                                                                            ("f line 4", {"b": 2})]
     assert spans.documents("no json here", "f") == ([], "f line 1: not JSON")
+    # the error names the line and column where the JSON breaks, in words (not "starting at)")
+    assert spans.documents('banner\n{"a": 1}\n{\n "b": "cut', "f") == (
+        [("f line 2", {"a": 1})], "f line 4: not valid JSON (Unterminated string starting at column 7)")
     assert traces.read_text('{"messages": []}\n', "x") is None
 
 

@@ -4,12 +4,16 @@ the folder to write to."""
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from pathlib import Path
 
-import mlflow
-import openai
+# a folder store, so no database server is needed (MLflow 3 asks for this opt-in to keep using one)
+os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+
+import mlflow  # noqa: E402
+import openai  # noqa: E402
 
 SYSTEM = "You are a terse assistant for a weather desk. Answer in one word. The time is {time}."
 TOOLS = [{"type": "function", "function": {
@@ -43,12 +47,13 @@ def text_llm_span() -> None:
 
 
 def write(name: str, folder: Path) -> None:
-    trace = mlflow.get_trace(mlflow.get_last_active_trace_id())
+    trace = mlflow.get_trace(mlflow.get_last_active_trace_id(), flush=True)
     (folder / name).write_text(trace.to_json())
 
 
 def main(url: str, folder: Path) -> None:
     mlflow.set_tracking_uri(Path(tempfile.mkdtemp(prefix="mlruns-")).as_uri())
+    mlflow.set_experiment("weather-desk")
     mlflow.openai.autolog()
     client = openai.OpenAI(base_url=url + "/v1", api_key="not-needed", max_retries=0, timeout=300)
     conversation(client, new_time_on_round=3)

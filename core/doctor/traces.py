@@ -492,8 +492,6 @@ def gap_round(model: Any, where: str) -> Round:
 def span_round(span: Span, kind: str) -> Round:
     """One LLM span as a round; what it lacks becomes `Round.gap` (the round is kept, with no verdict)."""
     attributes = span.attributes
-    if str(attributes.get("input.value", "")).strip() in REDACTED and not _indexed(attributes, "llm.input_messages"):
-        attributes = {**attributes, "llm.input_messages.0.message.content": attributes["input.value"]}  # named below
     invocation = _maybe_json(attributes.get("llm.invocation_parameters")) if kind == OPENINFERENCE else {}
     invocation = invocation if isinstance(invocation, Mapping) else {}
     model = (invocation.get("model") or attributes.get("gen_ai.request.model") or attributes.get("llm.model_name")
@@ -501,6 +499,10 @@ def span_round(span: Span, kind: str) -> Round:
              or attributes.get("mlflow.llm.model"))
     gap = None
     try:
+        hidden = str(attributes.get("input.value", "")).strip()
+        if hidden in REDACTED and not _indexed(attributes, "llm.input_messages"):
+            raise Gap(f"input.value is redacted ({hidden}) and the span holds no llm.input_messages: the "
+                      "instrumentation hides its inputs (OpenInference's hide_inputs, OPENINFERENCE_HIDE_INPUTS)")
         if kind in BODIES:
             round_ = _body_round(BODIES[kind](attributes), span.where)
         else:

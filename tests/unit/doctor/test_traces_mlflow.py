@@ -4,7 +4,11 @@ body in ``mlflow.spanInputs``, the usage in ``mlflow.chat.tokenUsage``. The scri
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from core import doctor
 
@@ -45,3 +49,16 @@ def test_an_llm_span_whose_input_is_no_request_is_named_and_not_compared():
     assert all(r.source.startswith("trace_text_prompt.json span ") for r in transcript.rounds)
     assert all(r.gap == "mlflow.spanInputs holds the keys ['prompt'], not a request's messages (a function traced "
                "as an LLM span, whose prompt is its own): nothing to compare" for r in transcript.rounds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [MLFLOW / "trace_break.json", MLFLOW.parent / "phoenix" / "break_dataframe.json",
+                                  MLFLOW.parent / "siblings" / "console_litellm_openinference.json"])
+def test_the_cli_fails_on_the_break_in_each_new_trace_format(path):
+    """``doctor --fail-on-break`` on an MLflow trace, Phoenix's dataframe and sibling spans, as exported: exit 1
+    and the break named at round 3, message 0."""
+    proc = subprocess.run([sys.executable, "-m", "core", "doctor", "--fail-on-break", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("FAIL: 1 round(s) break the prompt cache; first: ")
+    assert "round 3: timestamp in message 0" in proc.stdout

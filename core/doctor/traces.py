@@ -588,7 +588,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     """Every LLM call of the documents' spans as a round (`calls.one_per_call`): conversations (session, else
     trace) in the order they began, each in time order. The notes say what was read and which conventions."""
     found: list[tuple[Span, str]] = []
-    others = 0
+    others: dict[str, int] = {}  # the names of the spans that are no LLM call, and how many of each
     sessions: dict[str, str] = {}  # a session id on any span of a trace (its root, often) holds for all of them
     for where, document in documents:
         layout = spans.layout(document)
@@ -599,7 +599,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
                 sessions.setdefault(span.trace_id, session)
             kind = family(span.attributes)
             if kind is None:
-                others += 1
+                others[span.name] = others.get(span.name, 0) + 1
             else:
                 found.append((span, kind))
 
@@ -622,12 +622,29 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {counted}, one round each, from "
              f"{len({s.trace_id for s, _ in found})} traces"
              + (f" in {named} sessions" if named else " (no session ids)")
-             + f", grouped by session (else trace) and in time order within each; {others} other spans"]
+             + f", grouped by session (else trace) and in time order within each; {sum(others.values())} other "
+             "spans"]
     notes += merged + tool_notes(rounds, "spans") + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")
+    if not found and documents:
+        errors.append(no_llm_span(documents[0][0].split(" line ")[0], others))
     return Transcript(rounds, errors, "trace", notes, unused=unused)
+
+
+LOOKED_FOR_CALLS = ("OpenInference's openinference.span.kind LLM or llm.input_messages, GenAI's gen_ai.input.messages "
+                    "or gen_ai.operation.name, OpenLLMetry's gen_ai.prompt.*, the Vercel AI SDK's ai.prompt.messages, "
+                    "MLflow's mlflow.spanType CHAT_MODEL or LLM")
+
+
+def no_llm_span(name: str, others: Mapping[str, int]) -> str:
+    """Why a trace gave no round: which spans it holds, and what was looked for on each."""
+    shown = ", ".join(f"{span!r} x{n}" if n > 1 else repr(span) for span, n in list(others.items())[:6])
+    held = f"holds {count_of(sum(others.values()), 'span')} ({shown}{', ...' if len(others) > 6 else ''})" \
+        if others else "holds no span"
+    return (f"{name} {held} and no LLM call in a convention the doctor reads (looked for {LOOKED_FOR_CALLS}): export "
+            "the spans of the model calls, with their content captured")
 
 
 def read_text(text: str, name: str) -> Transcript | None:

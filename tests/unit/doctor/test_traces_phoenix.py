@@ -6,11 +6,13 @@ column layout), and the OpenTelemetry SDK's console output of the same spans. Th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from core import doctor
+from core.doctor import traces
 
 PHOENIX = Path(__file__).resolve().parents[2] / "data" / "doctor" / "traces" / "phoenix"
 NO_FINDING = (False, doctor.NONE, None, None)
@@ -58,3 +60,18 @@ def test_hidden_inputs_are_named_per_round_and_nothing_is_compared():
                "instrumentation hides its inputs (OpenInference's hide_inputs, OPENINFERENCE_HIDE_INPUTS)"
                for r in transcript.rounds)
     assert "4 of 4 spans do not hold their whole prompt: those rounds get no verdict" in transcript.notes
+
+
+def test_a_trace_without_an_llm_span_says_what_it_holds_and_what_was_looked_for(tmp_path):
+    """Phoenix's real page with its LLM spans taken out (as a project that traced only its agent would export):
+    no round, and the error names the file, the spans it holds and every convention looked for."""
+    page = json.loads((PHOENIX / "break_rest_page.json").read_text())
+    page["data"] = [span for span in page["data"] if span["span_kind"] != "LLM"]
+    path = tmp_path / "agent_only.json"
+    path.write_text(json.dumps(page))
+    transcript = doctor.load_paths([path])
+    assert transcript.rounds == [] and doctor.comparison(transcript, path.name).kind == doctor.UNREAD
+    assert transcript.errors == [
+        "agent_only.json holds 1 span ('agent run') and no LLM call in a convention the doctor reads (looked for "
+        f"{traces.LOOKED_FOR_CALLS}): export the spans of the model calls, with their content captured"]
+    assert "MLflow's mlflow.spanType CHAT_MODEL or LLM" in traces.LOOKED_FOR_CALLS

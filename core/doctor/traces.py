@@ -7,7 +7,8 @@ Each LLM span is one round, read from the attributes its instrumentation wrote:
   and ``gen_ai.usage.cache_read.input_tokens``; and the older flat ``gen_ai.prompt.{i}.*`` attributes with
   ``llm.request.functions.{i}.*`` that OpenLLMetry writes.
 - OpenInference (Arize Phoenix, the openinference instrumentations): ``llm.input_messages.{i}.message.*``,
-  ``llm.tools.{i}.tool.json_schema``, ``llm.invocation_parameters``, ``llm.token_count.prompt`` and
+  ``llm.tools.{i}.tool.json_schema``, ``llm.invocation_parameters`` (the model, and the parameters a provider keys
+  its cache on or routes by: ``prompt_cache_key``, ``user``, ...), ``llm.token_count.prompt`` and
   ``llm.token_count.prompt_details.cache_read``.
 - The Vercel AI SDK (its ``doGenerate``/``doStream`` spans): ``ai.prompt.messages`` (messages of parts),
   ``ai.prompt.tools``, ``ai.model.id``, ``ai.usage.inputTokens`` and ``ai.usage.cachedInputTokens``.
@@ -43,8 +44,8 @@ from core.backends.usage import count
 from core.doctor import jsontext, spans
 from core.doctor.calls import Node, one_per_call
 from core.doctor.calls import count as count_of
-from core.doctor.formats import chat_round, read_body
-from core.doctor.model import Block, Measured, Round, Transcript
+from core.doctor.formats import KEYED, ROUTING_KEYS, chat_round, read_body
+from core.doctor.model import CHAT, Block, Measured, Round, Transcript
 from core.doctor.spans import Span
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
@@ -508,8 +509,10 @@ def span_round(span: Span, kind: str) -> Round:
         else:
             messages, tools = READERS[kind](attributes)
             tools = tools or span_tools(attributes)
-            round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}]},
+            keyed = {key: invocation[key] for key in KEYED[CHAT] if invocation.get(key) is not None}
+            round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}], **keyed},
                                 span.where)
+            round_.routing = {key: invocation[key] for key in ROUTING_KEYS if invocation.get(key) is not None}
             if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
                 round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
         check_round(round_)

@@ -8,9 +8,9 @@ that record's call (the fuller of the two is kept); a record with several inside
 run) and is left out, its calls are the rounds.
 
 An instrumentation that writes its record after the call (LiteLLM's callback) puts it beside the client's record,
-not around it: two records under one parent, overlapping in time, holding the same messages, are one call too (a
-retry starts after its failed call ends, and two calls made at once hold different messages, so neither is
-merged). The notes say how many of each.
+not around it: two records under one parent, overlapping in time, holding the same messages for the same model,
+are one call too (a retry starts after its failed call ends; two calls made at once hold different messages, or
+ask two models the same question: none of them is merged). The notes say how many of each.
 """
 
 from __future__ import annotations
@@ -86,14 +86,20 @@ def one_per_call(nodes: list[Node], unit: str) -> tuple[list[Node], list[str]]:
     notes += [f"{wrappers} {unit} that wrap several calls (an agent's run) left out: the calls inside are the "
               "rounds"] if wrappers else []
     notes += [f"{beside} {unit} written beside another record of the same call (one parent, overlapping in time, "
-              "the same messages: two instrumentations, one of them writing its record after the call) merged: one "
-              "round per call"] if beside else []
+              "the same model and messages: two instrumentations, one of them writing its record after the call) "
+              "merged: one round per call"] if beside else []
     return kept, notes
 
 
 def _request(round_: Round) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """What two records of one call share whatever instrumentation wrote them: each message's role and text."""
     return tuple((m.role, tuple(b.text for b in m.blocks if b.field == "content")) for m in round_.messages)
+
+
+def _same_model(one: Round, other: Round) -> bool:
+    """The same model, or one not recorded; a router's provider prefix (``openai/gpt-4o``) is not a difference."""
+    names = [str(r.model).rsplit("/", 1)[-1] for r in (one, other) if r.model]
+    return len(set(names)) <= 1
 
 
 def _side_by_side(nodes: list[Node]) -> tuple[list[Node], int]:
@@ -104,7 +110,8 @@ def _side_by_side(nodes: list[Node]) -> tuple[list[Node], int]:
     for node in nodes:
         other = last.get(node.parent) if node.parent else None
         if (other is not None and node.end and other.end and node.start <= other.end and other.start <= node.end
-                and not node.round.gap and not other.round.gap and _request(node.round) == _request(other.round)):
+                and not node.round.gap and not other.round.gap and _same_model(node.round, other.round)
+                and _request(node.round) == _request(other.round)):
             other.round = _fuller(other.round, node.round)
             other.start, other.end = min(other.start, node.start), max(other.end, node.end)
             merged += 1

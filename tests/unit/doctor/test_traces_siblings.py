@@ -17,7 +17,7 @@ def test_side_by_side_records_of_each_call_are_one_round_and_the_break_is_found(
     assert "8 LLM spans as 4 calls" in transcript.notes[0]
     assert "(OpenInference, OpenTelemetry GenAI)" in transcript.notes[0]
     assert any(n.startswith("4 LLM spans written beside another record of the same call (one parent, overlapping "
-                            "in time, the same messages") for n in transcript.notes)
+                            "in time, the same model and messages") for n in transcript.notes)
     assert [len(r.messages) for r in transcript.rounds] == [2, 4, 6, 8]
     assert [r.tool_names() for r in transcript.rounds] == [["get_weather"]] * 4
     analysis = doctor.analyse(transcript)

@@ -1,7 +1,9 @@
 """Cache doctor on a big trace, in each layout it reads: 11,000 spans (10,000 LLM calls with OpenInference
 attributes, 1,000 agent spans) written as OTLP JSON (the collector's file exporter), as the OpenTelemetry SDK's
-console exporter prints them (``ReadableSpan.to_json()``, pretty and concatenated; and one per line), and as a
-Langfuse trace download (JSON-string ``input``); each read and diagnosed in a fresh process: time and peak memory."""
+console exporter prints them (``ReadableSpan.to_json()``, pretty and concatenated; and one per line), as a
+Langfuse trace download (JSON-string ``input``), as Phoenix's spans dataframe saved with ``to_json(orient="records")``
+and as MLflow traces (``Trace.to_json()``, one conversation's trace per line, every attribute a JSON string); each
+read and diagnosed in a fresh process: time and peak memory."""
 
 from __future__ import annotations
 
@@ -144,10 +146,70 @@ def write_langfuse(path: Path, spans: list[dict[str, object]]) -> None:
     path.write_text(json.dumps({"trace": {"id": "bench", "sessionId": None}, "observations": observations}))
 
 
+def _chat(values: dict[str, object]) -> list[dict[str, object]]:
+    return [{"role": values[f"llm.input_messages.{i}.message.role"],
+             "content": values[f"llm.input_messages.{i}.message.content"]}
+            for i in range(ROUNDS * 2 + 2) if f"llm.input_messages.{i}.message.role" in values]
+
+
+def write_phoenix(path: Path, spans: list[dict[str, object]]) -> None:
+    """Phoenix's spans dataframe as ``to_json(orient="records")`` writes it: a row per span, times in milliseconds,
+    ``attributes.llm.input_messages`` a list of ``{"message.role": ...}`` objects, counts as floats."""
+    rows = []
+    for span in spans:
+        values = _sdk(span)["attributes"]
+        assert isinstance(values, dict)
+        start_ms = int(str(span["startTimeUnixNano"])) // 1_000_000
+        row: dict[str, object] = {
+            "name": span["name"], "span_kind": values["openinference.span.kind"],
+            "parent_id": span.get("parentSpanId"), "start_time": start_ms, "end_time": start_ms + 900,
+            "status_code": "OK", "status_message": "", "events": [], "context.span_id": span["spanId"],
+            "context.trace_id": span["traceId"], "attributes.session.id": values.get("session.id")}
+        if values["openinference.span.kind"] == "LLM":
+            row.update({"attributes.llm.input_messages": [{"message.role": m["role"], "message.content": m["content"]}
+                                                          for m in _chat(values)],
+                        "attributes.llm.tools": [{"tool.json_schema": t} for t in TOOLS],
+                        "attributes.llm.invocation_parameters": values["llm.invocation_parameters"],
+                        "attributes.llm.token_count.prompt": float(values["llm.token_count.prompt"]),
+                        "attributes.llm.token_count.prompt_details.cache_read": float(
+                            values["llm.token_count.prompt_details.cache_read"])})
+        rows.append(row)
+    path.write_text(json.dumps(rows))
+
+
+def write_mlflow(path: Path, spans: list[dict[str, object]]) -> None:
+    """MLflow's ``Trace.to_json()``, one conversation's trace per line: the request body in ``mlflow.spanInputs``
+    and the usage in ``mlflow.chat.tokenUsage``, every attribute JSON-encoded, as MLflow writes them."""
+    traces: dict[str, list[dict[str, object]]] = {}
+    for span in spans:
+        values = _sdk(span)["attributes"]
+        assert isinstance(values, dict)
+        llm = values["openinference.span.kind"] == "LLM"
+        attributes = {"mlflow.spanType": json.dumps("CHAT_MODEL" if llm else "AGENT")}
+        if llm:
+            attributes.update({
+                "mlflow.spanInputs": json.dumps({"model": "gpt-4o-mini", "messages": _chat(values),
+                                                 "tools": [json.loads(t) for t in TOOLS], "temperature": 0}),
+                "mlflow.chat.tokenUsage": json.dumps({
+                    "input_tokens": values["llm.token_count.prompt"],
+                    "cache_read_input_tokens": values["llm.token_count.prompt_details.cache_read"]})})
+        start = int(str(span["startTimeUnixNano"]))
+        conversation = str(span.get("parentSpanId") or span["spanId"])
+        traces.setdefault(conversation, []).append({
+            "trace_id": conversation, "span_id": span["spanId"], "parent_span_id": span.get("parentSpanId"),
+            "name": span["name"], "start_time_unix_nano": start, "end_time_unix_nano": start + 900_000_000,
+            "attributes": attributes, "events": []})
+    with path.open("w") as out:
+        for conversation, trace_spans in traces.items():
+            out.write(json.dumps({"info": {"trace_id": f"tr-{conversation}"}, "data": {"spans": trace_spans}}) + "\n")
+
+
 LAYOUTS = {"OTLP JSON, one export of 100 spans per line": ("trace.jsonl", write_otlp),
            "SDK console exporter (to_json, indent 4, concatenated)": ("console.json", write_console),
            "SDK span objects, one per line": ("spans.jsonl", write_sdk_lines),
-           "Langfuse download (JSON-string input)": ("langfuse.json", write_langfuse)}
+           "Langfuse download (JSON-string input)": ("langfuse.json", write_langfuse),
+           "Phoenix spans dataframe (to_json records)": ("phoenix.json", write_phoenix),
+           "MLflow Trace.to_json(), one trace per line": ("mlflow.jsonl", write_mlflow)}
 
 
 def _measure(path: Path) -> list[dict[str, float]]:

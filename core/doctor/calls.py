@@ -5,7 +5,12 @@ span around the client's (agno's ``OpenAIChat.invoke`` around ``chat gpt-4o-mini
 ``ai.generateText`` around ``ai.generateText.doGenerate``) each write an LLM record for the same request. Counted
 apart, one request becomes several rounds that "repeat" each other. Here a record with one LLM record inside it is
 that record's call (the fuller of the two is kept); a record with several inside wraps several calls (an agent's
-run) and is left out, its calls are the rounds. The notes say how many of each.
+run) and is left out, its calls are the rounds.
+
+An instrumentation that writes its record after the call (LiteLLM's callback) puts it beside the client's record,
+not around it: two records under one parent, overlapping in time, holding the same messages for the same model,
+are one call too (a retry starts after its failed call ends; two calls made at once hold different messages, or
+ask two models the same question: none of them is merged). The notes say how many of each.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ from core.words import Sentence
 
 @dataclass
 class Node:
-    """One LLM record: its id, the id of the record it sits in (any kind), and its round."""
+    """One LLM record: its id, the id of the record it sits in (any kind), its round, and when it ran (ns since
+    the epoch; 0: not written)."""
 
     key: str
     parent: str | None
     round: Round
+    start: int = 0
+    end: int = 0
 
 
 def _fuller(outer: Round, inner: Round) -> Round:
@@ -64,11 +72,43 @@ def one_per_call(nodes: list[Node], unit: str) -> tuple[list[Node], list[str]]:
             below = [call for child in inside.get(node.key, []) for call in calls.pop(child.key, [])]
             if len(below) == 1:
                 merged += 1
-                below = [Node(node.key, node.parent, _fuller(node.round, below[0].round))]
+                below = [Node(node.key, node.parent, _fuller(node.round, below[0].round), node.start, node.end)]
             elif below:
                 wrappers += 1
             calls[node.key] = below or [node]
-    kept = [call for node in nodes if node.key in calls for call in calls[node.key]]
+    kept, beside = _side_by_side([call for node in nodes if node.key in calls for call in calls[node.key]])
     notes: list[str] = [Sentence("doctor_notes.merged", n=merged, unit=unit)] if merged else []
     notes += [Sentence("doctor_notes.wrappers", n=wrappers, unit=unit)] if wrappers else []
+    notes += [Sentence("doctor_notes.beside", n=beside, unit=unit)] if beside else []
     return kept, notes
+
+
+def _request(round_: Round) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """What two records of one call share whatever instrumentation wrote them: each message's role and text."""
+    return tuple((m.role, tuple(b.text for b in m.blocks if b.field == "content")) for m in round_.messages)
+
+
+def _same_model(one: Round, other: Round) -> bool:
+    """The same model, or one not recorded; a router's provider prefix (``openai/gpt-4o``) is not a difference."""
+    names = [str(r.model).rsplit("/", 1)[-1] for r in (one, other) if r.model]
+    return len(set(names)) <= 1
+
+
+def _side_by_side(nodes: list[Node]) -> tuple[list[Node], int]:
+    """The calls with records of one call written side by side merged (the fuller kept), and how many were."""
+    kept: list[Node] = []
+    last: dict[str, Node] = {}  # per parent, the call seen last
+    merged = 0
+    for node in nodes:
+        other = last.get(node.parent) if node.parent else None
+        if (other is not None and node.end and other.end and node.start <= other.end and other.start <= node.end
+                and not node.round.gap and not other.round.gap and _same_model(node.round, other.round)
+                and _request(node.round) == _request(other.round)):
+            other.round = _fuller(other.round, node.round)
+            other.start, other.end = min(other.start, node.start), max(other.end, node.end)
+            merged += 1
+            continue
+        kept.append(node)
+        if node.parent:
+            last[node.parent] = node
+    return kept, merged

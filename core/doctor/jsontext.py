@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from core.doctor.model import json_problem
+
 MAX_DEPTH = 200  # the deepest real message list nests about 10 levels; Python's own parser stops near 1,000
 MAX_CHARS = 64_000_000  # the doctor's whole input is capped below this (inputs.MAX_DOCTOR_BYTES)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
@@ -50,7 +52,7 @@ def loads(text: str, what: str) -> Any:
     try:
         return _cached(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        message = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
+        message = json_problem(exc, "character") if isinstance(exc, json.JSONDecodeError) else "nested too deep"
         raise NotJson(f"{what} is not whole JSON ({len(text):,} characters, {message}; it ends {text[-24:]!r})"
                       ) from None
 

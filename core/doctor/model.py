@@ -19,9 +19,11 @@ class TranscriptError(ValueError):
     """The input cannot be read as rounds at all; the message says why."""
 
 
-def json_problem(exc: json.JSONDecodeError) -> str:
-    """A JSON error in words with its column ("Unterminated string starting at" already ends in "at")."""
-    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} column {exc.colno}"
+def json_problem(exc: json.JSONDecodeError, unit: str = "column") -> str:
+    """A JSON error in words with where it is: its column, or (``unit="character"``, for JSON held in a string) its
+    character ("Unterminated string starting at" already ends in "at")."""
+    at = exc.colno if unit == "column" else exc.pos + 1
+    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} {unit} {at:,}"
 
 
 @dataclass

@@ -12,6 +12,11 @@ The layouts (`LAYOUTS`, tried in order on each JSON document of a file):
   the OTel JS SDK's span list (``traceId``, ``id``, ``parentSpanContext`` or ``parentId``, ``timestamp`` in
   microseconds). One object, a
   list, a page, or one per line.
+- **Phoenix's spans dataframe** (``client.spans.get_spans_dataframe()`` saved with ``DataFrame.to_json``: records
+  as a list or one per line, pandas' default of one object per column, or the ``table`` layout Phoenix's own server
+  sends): a row per span, ``context.span_id``, ``parent_id``, ``span_kind``, times in milliseconds, and one column
+  per attribute (``attributes.llm.input_messages`` a list of ``{"message.role": ...}`` objects), spread here back
+  into OpenInference's flat keys (``llm.input_messages.0.message.role``).
 
 A file is split into its documents by `documents`: one JSON document, one per line, or objects concatenated as the
 console exporter prints them (pretty-printed, one after another), after a banner line or a few.
@@ -27,13 +32,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from core.doctor.model import json_problem
+
 BANNER_LINES = 5  # lines of text a console exporter's host may print before the first span
 
 
 @dataclass
 class Span:
-    """One span, whatever the document: ids, start (ns since the epoch), name, flat attributes, its events
-    (name, attributes) and the span it sits in."""
+    """One span, whatever the document: ids, start and end (ns since the epoch; 0: not written), name, flat
+    attributes, its events (name, attributes) and the span it sits in."""
 
     trace_id: str
     span_id: str
@@ -43,6 +50,7 @@ class Span:
     where: str = ""
     parent: str | None = None
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    end_ns: int = 0
 
 
 def hex_id(value: Any) -> str:
@@ -106,7 +114,7 @@ def _otlp(document: Mapping[str, Any], where: str) -> Iterator[Span]:
                 yield Span(hex_id(span.get("traceId")), span_id, _nanoseconds(span.get("startTimeUnixNano")),
                            str(span.get("name", "")), {**resource, **_attributes(span.get("attributes"))},
                            f"{where} span {span_id[:16]}", hex_id(span.get("parentSpanId")) or None,
-                           _events(span.get("events")))
+                           _events(span.get("events")), _nanoseconds(span.get("endTimeUnixNano")))
 
 
 def _is_otlp(document: Any) -> bool:
@@ -153,13 +161,17 @@ def _span_object(span: Mapping[str, Any], where: str) -> Span:
     span_id = hex_id(_first(span, "span_id", "spanId", "id"))
     resource: Mapping[str, Any] = span["resource"] if isinstance(span.get("resource"), Mapping) else {}
     start = _first(span, "start_time_unix_nano", "startTimeUnixNano", "start_time", "startTime", "timestamp")
-    return Span(hex_id(_first(span, "trace_id", "traceId")), span_id, _nanoseconds(start, 1000 if js else 1),
-                str(span.get("name", "")), {**_attributes(resource.get("attributes")),
-                                            **_attributes(span.get("attributes"))},
+    start_ns = _nanoseconds(start, 1000 if js else 1)
+    end = _first(span, "end_time_unix_nano", "endTimeUnixNano", "end_time", "endTime")
+    end_ns = start_ns + _nanoseconds(span.get("duration"), 1000) if js and start_ns else _nanoseconds(end)
+    attributes = {**_attributes(resource.get("attributes")), **_attributes(span.get("attributes"))}
+    if span.get("span_kind") and "openinference.span.kind" not in attributes:  # Phoenix moves it out of them
+        attributes["openinference.span.kind"] = span["span_kind"]
+    return Span(hex_id(_first(span, "trace_id", "traceId")), span_id, start_ns, str(span.get("name", "")), attributes,
                 f"{where} span {span_id[:16]}",
                 hex_id(_first(span, "parent_id", "parent_span_id", "parentSpanId", "parentId")
                        or _first(_map(span.get("parentSpanContext")), "spanId")) or None,
-                _events(span.get("events")))
+                _events(span.get("events")), end_ns)
 
 
 def _span_list(document: Any) -> list[Any] | None:
@@ -172,6 +184,46 @@ def _span_list(document: Any) -> list[Any] | None:
     if isinstance(document, list) and document and all(is_span(item) for item in document):
         return document
     return None
+
+
+FRAME_ID = "context.span_id"  # the column every row of Phoenix's spans dataframe has
+
+
+def _spread(key: str, value: Any, out: dict[str, Any]) -> None:
+    """A dataframe cell as OpenInference's flat attributes: a list of objects spread by index, and so on inside
+    them (``llm.input_messages`` → ``llm.input_messages.0.message.role``); anything else kept as it is."""
+    if isinstance(value, list) and value and all(isinstance(item, Mapping) for item in value):
+        for number, item in enumerate(value):
+            for inner, part in item.items():
+                _spread(f"{key}.{number}.{inner}", part, out)
+    elif value is not None:
+        out[key] = value
+
+
+def _frame_rows(document: Any) -> list[Mapping[str, Any]] | None:
+    """The rows of a saved spans dataframe (records, the ``table`` layout's ``data``, or pandas' default of one
+    object per column, turned into rows), None when the document is not one."""
+    if isinstance(document, Mapping) and isinstance(document.get("data"), list) and "schema" in document:
+        document = document["data"]
+    elif isinstance(document, Mapping) and isinstance(document.get(FRAME_ID), Mapping):
+        columns = {key: value for key, value in document.items() if isinstance(value, Mapping)}
+        document = [{key: column.get(index) for key, column in columns.items()} for index in document[FRAME_ID]]
+    rows = document if isinstance(document, list) else [document]
+    return rows if rows and all(isinstance(row, Mapping) and FRAME_ID in row for row in rows) else None
+
+
+def _frame_row(row: Mapping[str, Any], where: str) -> Span:
+    span_id = hex_id(row.get(FRAME_ID))
+    attributes: dict[str, Any] = {}
+    for key, value in row.items():
+        if key.startswith("attributes."):
+            _spread(key.removeprefix("attributes."), value, attributes)
+    if row.get("span_kind") and "openinference.span.kind" not in attributes:
+        attributes["openinference.span.kind"] = row["span_kind"]
+    return Span(hex_id(row.get("context.trace_id")), span_id, _nanoseconds(row.get("start_time"), 1_000_000),
+                str(row.get("name", "")), attributes, f"{where} span {span_id[:16]}",
+                hex_id(row.get("parent_id")) or None, _events(row.get("events")),
+                _nanoseconds(row.get("end_time"), 1_000_000))
 
 
 @dataclass
@@ -187,6 +239,8 @@ LAYOUTS = (
     Layout("OTLP JSON", _is_otlp, _otlp),
     Layout("span objects", lambda d: _span_list(d) is not None,
            lambda d, where: (_span_object(s, where) for s in _span_list(d) or [])),
+    Layout("Phoenix spans dataframe", lambda d: _frame_rows(d) is not None,
+           lambda d, where: (_frame_row(row, where) for row in _frame_rows(d) or [])),
 )
 
 
@@ -212,7 +266,8 @@ def documents(text: str, name: str) -> tuple[list[tuple[str, Any]], str | None]:
         line, counted = line + text.count("\n", counted, position), position
         try:
             document, position = decoder.raw_decode(text, position)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
-            return found, f"{name} line {line}: not valid JSON ({reason})"
+        except json.JSONDecodeError as exc:  # its line and column are the file's: the text is decoded whole
+            return found, f"{name} line {exc.lineno}: not valid JSON ({json_problem(exc)})"
+        except RecursionError:
+            return found, f"{name} line {line}: not valid JSON (nested too deep)"
         found.append((f"{name} line {line}" if found or position < len(text.rstrip()) else name, document))

@@ -7,10 +7,16 @@ Each LLM span is one round, read from the attributes its instrumentation wrote:
   and ``gen_ai.usage.cache_read.input_tokens``; and the older flat ``gen_ai.prompt.{i}.*`` attributes with
   ``llm.request.functions.{i}.*`` that OpenLLMetry writes.
 - OpenInference (Arize Phoenix, the openinference instrumentations): ``llm.input_messages.{i}.message.*``,
-  ``llm.tools.{i}.tool.json_schema``, ``llm.invocation_parameters``, ``llm.token_count.prompt`` and
+  ``llm.tools.{i}.tool.json_schema``, ``llm.invocation_parameters`` (the model, and the parameters a provider keys
+  its cache on or routes by: ``prompt_cache_key``, ``user``, ...), ``llm.token_count.prompt`` and
   ``llm.token_count.prompt_details.cache_read``.
 - The Vercel AI SDK (its ``doGenerate``/``doStream`` spans): ``ai.prompt.messages`` (messages of parts),
   ``ai.prompt.tools``, ``ai.model.id``, ``ai.usage.inputTokens`` and ``ai.usage.cachedInputTokens``.
+- MLflow tracing (``mlflow.<flavor>.autolog()``, ``Trace.to_json()``): a span whose ``mlflow.spanType`` is
+  ``CHAT_MODEL`` or ``LLM`` holds the request itself in ``mlflow.spanInputs`` (the client call's keyword
+  arguments: a Chat Completions, Anthropic, Responses or Gemini body, read by `formats.read_body`), the tools also in
+  ``mlflow.chat.tools`` and the usage in ``mlflow.chat.tokenUsage`` (``input_tokens``,
+  ``cache_read_input_tokens``). MLflow writes every attribute as JSON, strings too (``"\"CHAT_MODEL\""``).
 
 Content an instrumentation put on the span's events (GenAI attributes on an event, or one event per message) is
 read as if it were on the span.
@@ -37,13 +43,16 @@ from typing import Any, TypeVar
 from core.backends.usage import count
 from core.doctor import jsontext, spans
 from core.doctor.calls import Node, one_per_call
-from core.doctor.formats import chat_round
-from core.doctor.model import Block, Measured, Round, Transcript
+from core.doctor.formats import KEYED, ROUTING_KEYS, chat_round, read_body
+from core.doctor.model import CHAT, Block, Measured, Round, Transcript
 from core.doctor.spans import Span
 from core.words import Sentence
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 VERCEL = "Vercel AI SDK (ai.prompt.*)"
+MLFLOW = "MLflow (mlflow.spanInputs)"
+MLFLOW_LLM_TYPES = ("CHAT_MODEL", "LLM")
+MLFLOW_USAGE = "mlflow.chat.tokenUsage"
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
                 "traceloop.association.properties.session_id")
 REDACTED = ("__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]")
@@ -68,6 +77,8 @@ def is_trace(document: Any) -> bool:
 
 def family(attributes: Mapping[str, Any]) -> str | None:
     """Which conventions an LLM span follows, or None for a span that is not an LLM call."""
+    if _mlflow_value(attributes.get("mlflow.spanType")) in MLFLOW_LLM_TYPES:
+        return MLFLOW
     if attributes.get("openinference.span.kind") == "LLM" or any(k.startswith("llm.input_messages.")
                                                                   for k in attributes):
         return OPENINFERENCE
@@ -295,6 +306,41 @@ def _vercel(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[A
 READERS = {GENAI: _genai, OPENLLMETRY: _openllmetry, OPENINFERENCE: _openinference, VERCEL: _vercel}
 
 
+def _mlflow_value(value: Any) -> Any:
+    """An MLflow attribute as MLflow meant it: every value is stored JSON-encoded (``"\"CHAT_MODEL\""``)."""
+    return jsontext.lenient(value, "the MLflow attribute")[0] if isinstance(value, str) else value
+
+
+REQUEST_KEYS = ("messages", "input", "instructions", "contents")  # what makes a JSON object a request body
+
+
+def _mlflow(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The request body MLflow's autolog kept in ``mlflow.spanInputs`` (the client call's keyword arguments), with
+    ``mlflow.chat.tools`` where the body has no tools; a `Gap` naming what it holds when it is no request."""
+    body = _json(attributes, "mlflow.spanInputs")
+    if body is None:
+        raise Gap("the span records no mlflow.spanInputs (its inputs were not logged): no prompt to compare")
+    if not isinstance(body, Mapping) or not any(key in body for key in REQUEST_KEYS):
+        shown = f"the keys {sorted(body)[:6]}" if isinstance(body, Mapping) else f"a JSON {type(body).__name__}"
+        raise Gap(f"mlflow.spanInputs holds {shown}, not a request's messages (a function traced as an LLM span, "
+                  "whose prompt is its own): nothing to compare")
+    tools = _mlflow_value(attributes.get("mlflow.chat.tools"))
+    if "tools" not in body and "messages" in body and isinstance(tools, list) and tools:
+        return {**body, "tools": tools}
+    return dict(body)
+
+
+BODIES = {MLFLOW: _mlflow}  # conventions whose span holds the request body itself, in any format `formats` reads
+
+
+def _body_round(body: dict[str, Any], where: str) -> Round:
+    """A span's request body as a round (`formats.read_body`: its format as the body shows it)."""
+    try:
+        return read_body(body, where)
+    except ValueError as exc:
+        raise Gap(str(exc).removeprefix(f"{where}: ")) from None
+
+
 def _function(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": description or "",
                                              "parameters": parameters}}
@@ -344,6 +390,9 @@ def _count_keys(attributes: Mapping[str, Any], kind: str) -> tuple[str, str, str
     """The attributes holding the prompt's and the cached tokens' counts (``""``: none), and the source's name."""
     if kind == OPENINFERENCE:
         prompt, cached, source = "llm.token_count.prompt", "llm.token_count.prompt_details.cache_read", "cache_read"
+    elif kind == MLFLOW:
+        prompt, cached = f"{MLFLOW_USAGE}.input_tokens", f"{MLFLOW_USAGE}.cache_read_input_tokens"
+        source = "cache_read_input_tokens"
     elif kind == VERCEL and "ai.usage.cachedInputTokens" in attributes:
         prompt = next((k for k in ("ai.usage.inputTokens", "ai.usage.promptTokens") if k in attributes), "")
         cached, source = "ai.usage.cachedInputTokens", "ai.usage.cachedInputTokens"
@@ -367,7 +416,7 @@ def _usage(attributes: Mapping[str, Any], kind: str) -> Measured | None:
     return Measured(prompt_tokens, cached_tokens, source)
 
 
-MODEL_KEYS = ("gen_ai.request.model", "llm.model_name", "gen_ai.response.model")
+MODEL_KEYS = ("gen_ai.request.model", "llm.model_name", "gen_ai.response.model", "mlflow.llm.model")
 
 
 def span_problems(attributes: Mapping[str, Any], kind: str) -> list[str]:
@@ -457,19 +506,28 @@ def gap_round(model: Any, where: str) -> Round:
 def span_round(span: Span, kind: str) -> Round:
     """One LLM span as a round; what it lacks becomes `Round.gap` (the round is kept, with no verdict)."""
     attributes = span.attributes
-    if str(attributes.get("input.value", "")).strip() in REDACTED and not _indexed(attributes, "llm.input_messages"):
-        attributes = {**attributes, "llm.input_messages.0.message.content": attributes["input.value"]}  # named below
     invocation = _maybe_json(attributes.get("llm.invocation_parameters")) if kind == OPENINFERENCE else {}
     invocation = invocation if isinstance(invocation, Mapping) else {}
     model = (invocation.get("model") or attributes.get("gen_ai.request.model") or attributes.get("llm.model_name")
-             or attributes.get("ai.model.id") or attributes.get("gen_ai.response.model"))
+             or attributes.get("ai.model.id") or attributes.get("gen_ai.response.model")
+             or attributes.get("mlflow.llm.model"))
     gap = None
     try:
-        messages, tools = READERS[kind](attributes)
-        tools = tools or span_tools(attributes)
-        round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}]}, span.where)
-        if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
-            round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
+        hidden = str(attributes.get("input.value", "")).strip()
+        if hidden in REDACTED and not _indexed(attributes, "llm.input_messages"):
+            raise Gap(f"input.value is redacted ({hidden}) and the span holds no llm.input_messages: the "
+                      "instrumentation hides its inputs (OpenInference's hide_inputs, OPENINFERENCE_HIDE_INPUTS)")
+        if kind in BODIES:
+            round_ = _body_round(BODIES[kind](attributes), span.where)
+        else:
+            messages, tools = READERS[kind](attributes)
+            tools = tools or span_tools(attributes)
+            keyed = {key: invocation[key] for key in KEYED[CHAT] if invocation.get(key) is not None}
+            round_ = chat_round({"model": model, "messages": messages or [{"role": "user", "content": ""}], **keyed},
+                                span.where)
+            round_.routing = {key: invocation[key] for key in ROUTING_KEYS if invocation.get(key) is not None}
+            if tools:  # as `formats.chat_round` reads them, each distinct tool serialized once
+                round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
         check_round(round_)
     except Gap as exc:
         gap = str(exc)
@@ -507,12 +565,28 @@ MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "use
                   "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 
 
+def with_mlflow(attributes: dict[str, Any]) -> dict[str, Any]:
+    """MLflow's JSON-encoded attributes that are read as values decoded (``mlflow.spanType``, ``mlflow.llm.model``)
+    and its usage object spread into one attribute per count (``mlflow.chat.tokenUsage.input_tokens``), so the
+    counts are read, and named when unreadable, like any convention's."""
+    if "mlflow.spanType" not in attributes:
+        return attributes
+    out: dict[str, Any] = dict(attributes)
+    out.update({key: _mlflow_value(attributes[key]) for key in ("mlflow.spanType", "mlflow.llm.model")
+                if key in attributes})
+    usage = _mlflow_value(attributes.get(MLFLOW_USAGE))
+    if isinstance(usage, Mapping):
+        out.update({f"{MLFLOW_USAGE}.{key}": value for key, value in usage.items()})
+    return out
+
+
 def with_events(span: Span) -> dict[str, Any]:
     """A span's attributes with the content its events hold: GenAI attributes put on an event
     (``gen_ai.input.messages``, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``), and the older
-    one-event-per-message convention (``gen_ai.user.message`` with ``content``) as ``gen_ai.input.messages``."""
+    one-event-per-message convention (``gen_ai.user.message`` with ``content``) as ``gen_ai.input.messages``;
+    MLflow's attributes decoded (`with_mlflow`)."""
     if not span.events:
-        return span.attributes
+        return with_mlflow(span.attributes)
     attributes, messages = dict(span.attributes), []
     for name, values in span.events:
         for key, value in values.items():
@@ -523,14 +597,14 @@ def with_events(span: Span) -> dict[str, Any]:
             messages.append({"role": MESSAGE_EVENTS[name], "parts": [{"type": "text", "content": content}]})
     if messages and "gen_ai.input.messages" not in attributes:
         attributes["gen_ai.input.messages"] = messages
-    return attributes
+    return with_mlflow(attributes)
 
 
 def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     """Every LLM call of the documents' spans as a round (`calls.one_per_call`): conversations (session, else
     trace) in the order they began, each in time order. The notes say what was read and which conventions."""
     found: list[tuple[Span, str]] = []
-    others = 0
+    others: dict[str, int] = {}  # the names of the spans that are no LLM call, and how many of each
     sessions: dict[str, str] = {}  # a session id on any span of a trace (its root, often) holds for all of them
     for where, document in documents:
         layout = spans.layout(document)
@@ -541,7 +615,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
                 sessions.setdefault(span.trace_id, session)
             kind = family(span.attributes)
             if kind is None:
-                others += 1
+                others[span.name] = others.get(span.name, 0) + 1
             else:
                 found.append((span, kind))
 
@@ -552,7 +626,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     nodes, errors, unused = [], [], []
     for span, kind in found:
         try:
-            nodes.append(Node(span.span_id, span.parent, span_round(span, kind)))
+            nodes.append(Node(span.span_id, span.parent, span_round(span, kind), span.start_ns, span.end_ns))
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
         unused += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
@@ -564,12 +638,29 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
                                  kinds=", ".join(kinds) or Sentence("doctor_notes.no_llm_spans"),
                                  counted=counted(len(found), LLM_SPANS, len(rounds)),
                                  traces=len({s.trace_id for s, _ in found}), sessions=in_sessions(named),
-                                 others=others)]
+                                 others=sum(others.values()))]
     notes += merged + tool_notes(rounds, SPANS) + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:
         notes.append(Sentence("doctor_notes.gaps", n=len(gaps), total=len(rounds), unit=SPANS))
+    if not found and documents:
+        errors.append(no_llm_span(documents[0][0].split(" line ")[0], others))
     return Transcript(rounds, errors, "trace", notes, unused=unused)
+
+
+LOOKED_FOR_CALLS = ("OpenInference's openinference.span.kind LLM or llm.input_messages, GenAI's gen_ai.input.messages "
+                    "or gen_ai.operation.name, OpenLLMetry's gen_ai.prompt.*, the Vercel AI SDK's ai.prompt.messages, "
+                    "MLflow's mlflow.spanType CHAT_MODEL or LLM")
+
+
+def no_llm_span(name: str, others: Mapping[str, int]) -> str:
+    """Why a trace gave no round: which spans it holds, and what was looked for on each."""
+    shown = ", ".join(f"{span!r} x{n}" if n > 1 else repr(span) for span, n in list(others.items())[:6])
+    n = sum(others.values())
+    held = f"holds {n:,} span{'' if n == 1 else 's'} ({shown}{', ...' if len(others) > 6 else ''})" \
+        if others else "holds no span"
+    return (f"{name} {held} and no LLM call in a convention the doctor reads (looked for {LOOKED_FOR_CALLS}): export "
+            "the spans of the model calls, with their content captured")
 
 
 def read_text(text: str, name: str) -> Transcript | None:

@@ -4,6 +4,7 @@ the provider's measured hits shown, and input it cannot read reported as an erro
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,18 @@ def test_an_exported_trace_is_read_on_the_page_as_uploaded(fake_api):
     assert "read as a trace (OpenInference, OpenLLMetry (gen_ai.prompt.*), OpenTelemetry GenAI)" in text
     assert list(at.dataframe[0].value["breaks_cache"]) == [False] * 3
     assert list(at.dataframe[0].value["measured_cached_tokens"].fillna(-1)) == [-1, 256, 256]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["mlflow/trace_break.json", "phoenix/break_dataframe.jsonl",
+                                  "siblings/console_litellm_openinference.json"])
+def test_mlflow_phoenix_and_sibling_spans_dropped_on_the_page_show_the_break(fake_api, path):
+    """An MLflow trace, Phoenix's dataframe one row per line and two instrumentations' sibling spans, uploaded as
+    the tools wrote them: the break on round 3 in message 0 is the page's answer."""
+    at = upload(fake_api, Path(path).name, (FIXTURES / "traces" / path).read_bytes())
+    assert at.error[0].value.startswith("Round 3 broke the cache: a timestamp or date that changes, in message 0")
+    assert list(at.dataframe[0].value["breaks_cache"]) == [False, False, True, False]
+    assert "read as a trace (" in rendered(at)
 
 
 @pytest.mark.slow

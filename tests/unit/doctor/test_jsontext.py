@@ -17,7 +17,7 @@ def test_a_cut_string_is_named_with_its_length_and_end():
     with pytest.raises(jsontext.NotJson, match=r"input is not whole JSON \(14 characters"):
         jsontext.loads('[{"role": "use', "input")
     assert jsontext.lenient('{"a": ', "metadata") == ('{"a": ', 'metadata is not whole JSON (6 characters, '
-                                                                 "Expecting value; it ends '{\"a\": ')")
+                                                                 "Expecting value at character 7; it ends '{\"a\": ')")
 
 
 def test_depth_and_size_are_bounded():

@@ -91,6 +91,9 @@ def test_the_documents_of_a_file_in_every_layout():
     assert spans.documents('banner\n{\n "a": 1\n}{"b":\n 2}', "f")[0] == [("f line 2", {"a": 1}),
                                                                            ("f line 4", {"b": 2})]
     assert spans.documents("no json here", "f") == ([], "f line 1: not JSON")
+    # the error names the line and column where the JSON breaks, in words (not "starting at)")
+    assert spans.documents('banner\n{"a": 1}\n{\n "b": "cut', "f") == (
+        [("f line 2", {"a": 1})], "f line 4: not valid JSON (Unterminated string starting at column 7)")
     assert traces.read_text('{"messages": []}\n', "x") is None
 
 
@@ -118,3 +121,17 @@ def test_the_vercel_ai_sdk_without_a_break_and_without_its_inputs():
     assert [f.cause for f in analysis.findings] == [doctor.NOT_COMPARED] * 4
     assert all(r.gap and r.gap.startswith("the span records no prompt in its attributes or its events")
                for r in transcript.rounds)
+
+
+def test_a_cache_key_rotated_in_the_invocation_parameters_is_found_and_named():
+    """OpenInference's ``llm.invocation_parameters`` carry ``prompt_cache_key``; the agent rotates it on round 3
+    with the messages kept (sdk/params.py): the break is the parameter, named with both values."""
+    transcript, analysis = _analyse(SDK / "console_openinference_cache_key.json")
+    assert [(f.breaks_cache, f.cause, f.field) for f in analysis.findings] == [
+        (False, doctor.NONE, None), (False, doctor.NONE, None), (True, doctor.PARAMS_CHANGED, "params"),
+        (False, doctor.NONE, None)]
+    assert [r.keyed for r in transcript.rounds] == [{"prompt_cache_key": "weather-desk-a"}] * 2 + [
+        {"prompt_cache_key": "weather-desk-b"}] * 2
+    third = analysis.findings[2]
+    assert (third.parameter, third.old_value, third.new_value) == ("prompt_cache_key", '"weather-desk-a"',
+                                                                   '"weather-desk-b"')  # as JSON, as written

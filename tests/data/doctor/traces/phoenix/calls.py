@@ -1,0 +1,137 @@
+"""Run by `generate.py` in Phoenix's environment: starts ``phoenix serve`` on 127.0.0.1 (a temporary working
+folder), sends an agent's conversations to it through OpenInference's OpenAI instrumentation, and writes what
+Phoenix gives back. Arguments: the llama-server's URL and the folder to write to."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+SYSTEM = "You are a terse assistant for a weather desk. Answer in one word. The time is {time}."
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+QUESTIONS = ("Sky colour?", "Grass colour?", "Snow colour?")
+
+
+def conversation(client: openai.OpenAI, new_time_on_round: int | None) -> None:
+    """Four rounds of one conversation, each appending the answer and a question; from ``new_time_on_round`` on
+    (counting from 1) the system prompt carries a new time: a real cache break there."""
+    messages = [{"role": "system", "content": SYSTEM.format(time="18:00")}, {"role": "user", "content": "Hi?"}]
+    for number in range(1, 5):
+        if new_time_on_round is not None and number >= new_time_on_round:
+            messages[0]["content"] = SYSTEM.format(time="18:05")
+        answer = client.chat.completions.create(model="smollm2", messages=messages, tools=TOOLS, max_tokens=4,
+                                                temperature=0)
+        if number <= len(QUESTIONS):
+            messages += [{"role": "assistant", "content": answer.choices[0].message.content or ""},
+                         {"role": "user", "content": QUESTIONS[number - 1]}]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_phoenix() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "PHOENIX_WORKING_DIR": tempfile.mkdtemp(prefix="phoenix-"), "PHOENIX_PORT": str(port),
+           "PHOENIX_GRPC_PORT": str(free_port()), "PHOENIX_HOST": "127.0.0.1", "PHOENIX_TELEMETRY_ENABLED": "false"}
+    process = subprocess.Popen([str(Path(sys.executable).parent / "phoenix"), "serve"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/healthz", timeout=5).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None:
+            raise SystemExit(f"phoenix serve exited with {process.returncode}")
+        time.sleep(1)
+    process.kill()
+    raise SystemExit("phoenix serve did not answer /healthz in 300 s")
+
+
+def traced(project: str, phoenix: str, llama: str, console: Path | None, hide_inputs: bool,
+           new_time_on_round: int | None) -> None:
+    """One conversation under an ``agent run`` span, sent to Phoenix's project ``project`` (and to ``console``)."""
+    from openinference.instrumentation import TraceConfig
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+    provider = TracerProvider(resource=Resource.create({"service.name": "weather-desk",
+                                                        "openinference.project.name": project}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=phoenix + "/v1/traces")))
+    handle = console.open("w") if console else None
+    if handle:
+        provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=handle)))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider, config=TraceConfig(hide_inputs=hide_inputs))
+    try:
+        client = openai.OpenAI(base_url=llama + "/v1", api_key="not-needed", max_retries=0, timeout=300)
+        with provider.get_tracer("weather-desk").start_as_current_span("agent run"):
+            conversation(client, new_time_on_round)
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+        if handle:
+            handle.close()
+
+
+def export(phoenix: str, project: str, folder: Path, expected: int, saved: dict[str, Callable[[Any], None]]) -> None:
+    """What Phoenix gives back for one project, written as it came by each of ``saved`` (name: writer): its REST
+    spans page (the bytes), its client's spans dataframe (``DataFrame.to_json``) or span list (``json.dump``)."""
+    from phoenix.client import Client
+    client = Client(base_url=phoenix)
+    deadline = time.monotonic() + 120
+    while len(client.spans.get_spans(project_identifier=project, limit=100)) < expected:  # ingestion is async
+        if time.monotonic() > deadline:
+            raise SystemExit(f"Phoenix holds fewer than {expected} spans of {project} after 120 s")
+        time.sleep(1)
+    sources = {"page": lambda: httpx.get(f"{phoenix}/v1/projects/{project}/spans", params={"limit": 100},
+                                         timeout=60).raise_for_status().content,
+               "frame": lambda: client.spans.get_spans_dataframe(project_identifier=project),
+               "spans": lambda: client.spans.get_spans(project_identifier=project, limit=100)}
+    for name, write in saved.items():
+        write(sources[name.split(":", 1)[0]]())
+
+
+def main(llama: str, folder: Path) -> None:
+    process, phoenix = start_phoenix()
+    try:
+        traced("weather-break", phoenix, llama, folder / "console_openinference_break.json", False, 3)
+        export(phoenix, "weather-break", folder, 5, {
+            "page": lambda content: (folder / "break_rest_page.json").write_bytes(content),
+            "frame:records": lambda frame: frame.to_json(folder / "break_dataframe.json", orient="records"),
+            "frame:lines": lambda frame: frame.to_json(folder / "break_dataframe.jsonl", orient="records",
+                                                       lines=True)})
+        traced("weather-kept", phoenix, llama, None, False, None)
+        export(phoenix, "weather-kept", folder, 5, {
+            "frame": lambda frame: frame.to_json(folder / "no_break_dataframe.json"),  # pandas' default layout
+            "spans": lambda spans: (folder / "no_break_spans.json").write_text(json.dumps(spans, indent=2))})
+        traced("weather-hidden", phoenix, llama, None, True, None)
+        export(phoenix, "weather-hidden", folder, 5, {
+            "page": lambda content: (folder / "hidden_inputs_rest_page.json").write_bytes(content)})
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))

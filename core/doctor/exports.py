@@ -407,6 +407,9 @@ def read_text(text: str, name: str) -> Transcript | None:
     The file is split into its JSON documents once (`spans.documents`), whichever reads it."""
     if text.lstrip()[:1] not in ("{", "[") and not any(
             line.lstrip()[:1] in ("{", "[") for line in text.split("\n", spans.BANNER_LINES + 1)[:spans.BANNER_LINES]):
+        refused = traces.console_lines(text, name)
+        if refused:
+            raise traces.TraceError(refused)
         return None
     found, problem = spans.documents(text, name)
     read = traces.read_found(found, problem)

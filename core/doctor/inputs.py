@@ -305,16 +305,16 @@ def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
         return Transcript([text_round("user", text, name) for name, text in texts], [], "files")
     name, text = texts[0]
     stripped = text.lstrip()
+    try:  # first: spans after a banner, or a tool's console lines, are named whatever the file's suffix
+        trace = exports.read_text(text, name)
+    except traces.TraceError as exc:
+        raise TranscriptError(exc.args[0]) from None  # a `Sentence` stays one, for the page's language
+    if trace is not None:
+        return trace
     if name.lower().endswith(LOG_SUFFIXES) and not stripped.startswith(("{", "[")):
         first = stripped.splitlines()[0][:80] if stripped else ""
         raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
                               f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
-    try:
-        trace = exports.read_text(text, name)
-    except traces.TraceError as exc:
-        raise TranscriptError(str(exc)) from None
-    if trace is not None:
-        return trace
     if stripped.startswith("["):
         return parse_json_array(text, name, fmt)
     if stripped.startswith("{"):

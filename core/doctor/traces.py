@@ -17,6 +17,10 @@ Each LLM span is one round, read from the attributes its instrumentation wrote:
   arguments: a Chat Completions, Anthropic, Responses or Gemini body, read by `formats.read_body`), the tools also in
   ``mlflow.chat.tools`` and the usage in ``mlflow.chat.tokenUsage`` (``input_tokens``,
   ``cache_read_input_tokens``). MLflow writes every attribute as JSON, strings too (``"\"CHAT_MODEL\""``).
+- Pydantic Logfire (``logfire.instrument_openai()``, its ``logfire.*`` attributes): with ``version=1`` the whole
+  request body as a JSON string in ``request_data`` (read by `formats.read_body`); by default (version 2) GenAI's
+  attributes, ``request_data`` holding the model alone. Its cached count is written only when not zero; the usage
+  the provider returned, in ``gen_ai.usage.raw`` (a JSON string), says the zero.
 
 Content an instrumentation put on the span's events (GenAI attributes on an event, or one event per message) is
 read as if it were on the span.
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -51,8 +56,14 @@ from core.words import Sentence
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 VERCEL = "Vercel AI SDK (ai.prompt.*)"
 MLFLOW = "MLflow (mlflow.spanInputs)"
+LOGFIRE = "Pydantic Logfire (request_data)"
 MLFLOW_LLM_TYPES = ("CHAT_MODEL", "LLM")
 MLFLOW_USAGE = "mlflow.chat.tokenUsage"
+RAW_USAGE = "gen_ai.usage.raw"  # Logfire: the usage object the provider returned, as a JSON string
+# its cached count in the providers' shapes (Chat Completions, Responses, Anthropic), read where the span's own
+# cached count is missing (Logfire leaves out a zero)
+RAW_CACHED = tuple(f"{RAW_USAGE}.{key}" for key in ("prompt_tokens_details.cached_tokens",
+                                                   "input_tokens_details.cached_tokens", "cache_read_input_tokens"))
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "langfuse.session.id",
                 "traceloop.association.properties.session_id")
 REDACTED = ("__REDACTED__", "<redacted>", "[REDACTED]", "[redacted]")
@@ -61,6 +72,7 @@ TRUNCATION_MARKS = ("...[truncated]", "[TRUNCATED]", "…[truncated]", "... (tru
 # this long was most likely cut there
 CUT_LENGTHS = frozenset(2 ** n for n in range(10, 21)) | frozenset({1000, 2000, 4000, 5000, 8000, 10000, 12000, 16000,
                                                                     32000, 64000, 100000})
+GENAI_CONTENT = ("gen_ai.input.messages", "gen_ai.system_instructions")
 T = TypeVar("T")
 FUNCTION_TOOL = ("function", "custom", None)
 TOOL_FIELDS = ("tool_calls", "tool_call_id", "function_call", "tool_use", "tool_result")  # `Block.field`s of calls
@@ -79,10 +91,12 @@ def family(attributes: Mapping[str, Any]) -> str | None:
     """Which conventions an LLM span follows, or None for a span that is not an LLM call."""
     if _mlflow_value(attributes.get("mlflow.spanType")) in MLFLOW_LLM_TYPES:
         return MLFLOW
+    if _is_logfire_request(attributes):
+        return LOGFIRE
     if attributes.get("openinference.span.kind") == "LLM" or any(k.startswith("llm.input_messages.")
                                                                   for k in attributes):
         return OPENINFERENCE
-    if any(k in attributes for k in ("gen_ai.input.messages", "gen_ai.system_instructions")):
+    if any(k in attributes for k in GENAI_CONTENT):
         return GENAI
     if any(k.startswith("gen_ai.prompt.") for k in attributes):
         return OPENLLMETRY
@@ -330,7 +344,28 @@ def _mlflow(attributes: Mapping[str, Any]) -> dict[str, Any]:
     return dict(body)
 
 
-BODIES = {MLFLOW: _mlflow}  # conventions whose span holds the request body itself, in any format `formats` reads
+def _is_logfire_request(attributes: Mapping[str, Any]) -> bool:
+    """A Logfire span whose ``request_data`` is the request (version 1), or would be but cannot be read: not one
+    whose prompt is in GenAI's attributes (version 2, ``request_data`` the model alone)."""
+    if "request_data" not in attributes or not any(key.startswith("logfire.") for key in attributes):
+        return False
+    body, problem = jsontext.lenient(attributes["request_data"], "request_data")
+    has_request = isinstance(body, Mapping) and any(key in body for key in REQUEST_KEYS)
+    return has_request or problem is not None or not any(k in attributes for k in GENAI_CONTENT)
+
+
+def _logfire(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The request body Logfire kept in ``request_data``; a `Gap` naming what it holds when it is no request."""
+    body = _json(attributes, "request_data")
+    if not isinstance(body, Mapping) or not any(key in body for key in REQUEST_KEYS):
+        shown = f"the keys {sorted(body)[:6]}" if isinstance(body, Mapping) else f"a JSON {type(body).__name__}"
+        raise Gap(f"request_data holds {shown}, not a request's messages, and the span has no gen_ai.input.messages "
+                  "(Logfire wrote this call's content elsewhere, or not at all): nothing to compare")
+    return dict(body)
+
+
+# conventions whose span holds the request body itself, in any format `formats` reads
+BODIES = {MLFLOW: _mlflow, LOGFIRE: _logfire}
 
 
 def _body_round(body: dict[str, Any], where: str) -> Round:
@@ -399,9 +434,9 @@ def _count_keys(attributes: Mapping[str, Any], kind: str) -> tuple[str, str, str
     else:
         prompt = next((k for k in ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens") if k in attributes),
                       "gen_ai.usage.input_tokens")
-        cached = next((k for k in ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens")
-                       if k in attributes), "")
-        source = "cache_read"
+        cached = next((k for k in ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+                                   *RAW_CACHED) if k in attributes), "")
+        source = cached.rsplit(".", 1)[-1] if cached in RAW_CACHED else "cache_read"
     return prompt, cached, source
 
 
@@ -565,18 +600,28 @@ MESSAGE_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "use
                   "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 
 
+def _spread(out: dict[str, Any], key: str) -> None:
+    """A usage object (or its JSON string) at ``key`` spread into one attribute per count, one level of details
+    deep (``gen_ai.usage.raw.prompt_tokens_details.cached_tokens``), so the counts are read, and named when
+    unreadable, like any convention's."""
+    usage = _mlflow_value(out.get(key))
+    for name, value in usage.items() if isinstance(usage, Mapping) else ():
+        if isinstance(value, Mapping):
+            out.update({f"{key}.{name}.{inner}": part for inner, part in value.items()})
+        else:
+            out[f"{key}.{name}"] = value
+
+
 def with_mlflow(attributes: dict[str, Any]) -> dict[str, Any]:
     """MLflow's JSON-encoded attributes that are read as values decoded (``mlflow.spanType``, ``mlflow.llm.model``)
-    and its usage object spread into one attribute per count (``mlflow.chat.tokenUsage.input_tokens``), so the
-    counts are read, and named when unreadable, like any convention's."""
-    if "mlflow.spanType" not in attributes:
+    and its usage object spread (`_spread`); Logfire's ``gen_ai.usage.raw`` spread the same way."""
+    if "mlflow.spanType" not in attributes and RAW_USAGE not in attributes:
         return attributes
     out: dict[str, Any] = dict(attributes)
     out.update({key: _mlflow_value(attributes[key]) for key in ("mlflow.spanType", "mlflow.llm.model")
                 if key in attributes})
-    usage = _mlflow_value(attributes.get(MLFLOW_USAGE))
-    if isinstance(usage, Mapping):
-        out.update({f"{MLFLOW_USAGE}.{key}": value for key, value in usage.items()})
+    _spread(out, MLFLOW_USAGE)
+    _spread(out, RAW_USAGE)
     return out
 
 
@@ -650,7 +695,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
 
 LOOKED_FOR_CALLS = ("OpenInference's openinference.span.kind LLM or llm.input_messages, GenAI's gen_ai.input.messages "
                     "or gen_ai.operation.name, OpenLLMetry's gen_ai.prompt.*, the Vercel AI SDK's ai.prompt.messages, "
-                    "MLflow's mlflow.spanType CHAT_MODEL or LLM")
+                    "MLflow's mlflow.spanType CHAT_MODEL or LLM, Logfire's request_data")
 
 
 def no_llm_span(name: str, others: Mapping[str, int]) -> str:
@@ -661,6 +706,21 @@ def no_llm_span(name: str, others: Mapping[str, int]) -> str:
         if others else "holds no span"
     return (f"{name} {held} and no LLM call in a convention the doctor reads (looked for {LOOKED_FOR_CALLS}): export "
             "the spans of the model calls, with their content captured")
+
+
+# Logfire's console output: a span's start time and its message, indented by depth, tags in brackets
+LOGFIRE_LINE = re.compile(r"\d\d:\d\d:\d\d\.\d{3} +\S"
+                          r"|\s*(Chat Completion|Responses API|Completion|Message) with \S.* \[LLM\]$")
+
+
+def console_lines(text: str, name: str) -> Sentence | None:
+    """A file of Logfire's console lines (what ``logfire.configure()`` prints: one line per span, its time and
+    message, never the request): the sentence refusing it, naming its first line and what to export instead;
+    None for any other text."""
+    lines = [(number, line) for number, line in enumerate(text.split("\n")[:50], start=1) if line.strip()]
+    if not lines or not all(LOGFIRE_LINE.match(line) for _, line in lines[:3]):
+        return None
+    return Sentence("doctor_notes.logfire_console", name=name, line=lines[0][0])
 
 
 def read_text(text: str, name: str) -> Transcript | None:

@@ -12,6 +12,7 @@ import streamlit as st
 from core import doctor
 from core.charts.doctor import doctor_chart
 from core.stats import median
+from core.words import in_words
 from ui.doctor.sections import (
     audit_section,
     billing_section,
@@ -34,7 +35,7 @@ def read_inputs(t: Texts, inputs: list[tuple[str, bytes]], most_bytes: int, log_
         try:
             parsed = doctor.load_inputs(inputs, most_bytes, log_format)
         except doctor.TranscriptError as exc:
-            st.error(f"{t('doctor.error')} {exc}", icon=":material/error:")
+            st.error(f"{t('doctor.error')} {in_words(exc.args[0], t) if exc.args else exc}", icon=":material/error:")
             st.stop()
         cached = st.session_state["doctor_input"] = {"digest": digest, "transcript": parsed, "analyses": {}}
     return cached

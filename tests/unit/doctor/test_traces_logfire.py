@@ -7,6 +7,8 @@ console lines, which hold no request: refused with a sentence. The script sets u
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,20 @@ def test_request_data_that_holds_no_request_is_named():
 
 def doctor_span(attributes: dict[str, object]) -> traces.Span:
     return traces.Span("t", "s", 1, "Chat Completion with {m}", dict(attributes), "f span s")
+
+
+@pytest.mark.slow
+def test_the_cli_fails_on_the_break_and_refuses_the_console_lines():
+    """``doctor --fail-on-break`` on the request_data trace: exit 1, the break named at round 3, message 0; on
+    Logfire's console lines: exit 2 and the sentence, never an all-clear."""
+    proc = _doctor(LOGFIRE / "console_request_data_break.json")
+    assert proc.returncode == 1, proc.stderr
+    assert "round 3: timestamp in message 0" in proc.stdout
+    proc = _doctor(LOGFIRE / "logfire_console.txt")
+    assert proc.returncode == 2 and not proc.stdout.strip()
+    assert proc.stderr.startswith("error: logfire_console.txt line 1 is Logfire's console output")
+
+
+def _doctor(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "core", "doctor", "--fail-on-break", str(path)],
+                          capture_output=True, text=True, timeout=120)

@@ -604,7 +604,7 @@ def _spread(out: dict[str, Any], key: str) -> None:
     """A usage object (or its JSON string) at ``key`` spread into one attribute per count, one level of details
     deep (``gen_ai.usage.raw.prompt_tokens_details.cached_tokens``), so the counts are read, and named when
     unreadable, like any convention's."""
-    usage = _mlflow_value(out.get(key))
+    usage = _maybe_json(out.get(key), key)
     for name, value in usage.items() if isinstance(usage, Mapping) else ():
         if isinstance(value, Mapping):
             out.update({f"{key}.{name}.{inner}": part for inner, part in value.items()})
@@ -612,7 +612,7 @@ def _spread(out: dict[str, Any], key: str) -> None:
             out[f"{key}.{name}"] = value
 
 
-def with_mlflow(attributes: dict[str, Any]) -> dict[str, Any]:
+def with_usage(attributes: dict[str, Any]) -> dict[str, Any]:
     """MLflow's JSON-encoded attributes that are read as values decoded (``mlflow.spanType``, ``mlflow.llm.model``)
     and its usage object spread (`_spread`); Logfire's ``gen_ai.usage.raw`` spread the same way."""
     if "mlflow.spanType" not in attributes and RAW_USAGE not in attributes:
@@ -629,9 +629,9 @@ def with_events(span: Span) -> dict[str, Any]:
     """A span's attributes with the content its events hold: GenAI attributes put on an event
     (``gen_ai.input.messages``, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``), and the older
     one-event-per-message convention (``gen_ai.user.message`` with ``content``) as ``gen_ai.input.messages``;
-    MLflow's attributes decoded (`with_mlflow`)."""
+    MLflow's attributes and the usage objects decoded (`with_usage`)."""
     if not span.events:
-        return with_mlflow(span.attributes)
+        return with_usage(span.attributes)
     attributes, messages = dict(span.attributes), []
     for name, values in span.events:
         for key, value in values.items():
@@ -642,7 +642,7 @@ def with_events(span: Span) -> dict[str, Any]:
             messages.append({"role": MESSAGE_EVENTS[name], "parts": [{"type": "text", "content": content}]})
     if messages and "gen_ai.input.messages" not in attributes:
         attributes["gen_ai.input.messages"] = messages
-    return with_mlflow(attributes)
+    return with_usage(attributes)
 
 
 def read_documents(documents: list[tuple[str, Any]]) -> Transcript:

@@ -1,7 +1,16 @@
-"""Run by `generate.py` in Logfire's environment: an agent's conversation through the OpenAI SDK with
+"""Run by `../against_llama.py` in Logfire's environment: an agent's conversation through the OpenAI SDK with
 ``logfire.instrument_openai()``, Logfire configured with ``send_to_logfire=False``, its console output written to
 ``logfire_console.txt`` and the OpenTelemetry SDK's ``ConsoleSpanExporter`` added as a span processor (one file per
-conversation). Arguments: the server's URL and the folder to write to."""
+conversation). Arguments: the server's URL and the folder to write to.
+
+Writes this folder's traces with the real tools, never by hand: `calls.py` (``logfire.instrument_openai()`` around
+the OpenAI SDK, in a virtual environment of its own) against the embedded llama-server (SmolLM2,
+`core.engine.server.LocalServer`); Logfire (``send_to_logfire=False``) writes its console lines and the
+OpenTelemetry SDK's ``ConsoleSpanExporter`` the spans.
+
+Rerun: ``python3 -m venv /tmp/logfire-venv && /tmp/logfire-venv/bin/pip install logfire openai`` then
+``.venv/bin/python tests/data/doctor/traces/against_llama.py logfire /tmp/logfire-venv/bin/python`` (about a minute).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,14 @@
-"""Run by `generate.py` in MLflow's environment: an agent's conversation through the OpenAI SDK with
+"""Run by `../against_llama.py` in MLflow's environment: an agent's conversation through the OpenAI SDK with
 ``mlflow.openai.autolog()``, each trace written by MLflow as ``Trace.to_json()``. Arguments: the server's URL and
-the folder to write to."""
+the folder to write to.
+
+Writes this folder's traces with the real tools, never by hand: `calls.py` (MLflow's ``mlflow.openai.autolog()``
+around the OpenAI SDK, in a virtual environment of its own) against the embedded llama-server (SmolLM2,
+`core.engine.server.LocalServer`); MLflow's own ``Trace.to_json()`` writes each file.
+
+Rerun: ``python3 -m venv /tmp/mlflow-venv && /tmp/mlflow-venv/bin/pip install mlflow-skinny openai`` then
+``.venv/bin/python tests/data/doctor/traces/against_llama.py mlflow /tmp/mlflow-venv/bin/python`` (about a minute).
+"""
 
 from __future__ import annotations
 

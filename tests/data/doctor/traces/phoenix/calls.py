@@ -1,6 +1,17 @@
-"""Run by `generate.py` in Phoenix's environment: starts ``phoenix serve`` on 127.0.0.1 (a temporary working
+"""Run by `../against_llama.py` in Phoenix's environment: starts ``phoenix serve`` on 127.0.0.1 (a temporary working
 folder), sends an agent's conversations to it through OpenInference's OpenAI instrumentation, and writes what
-Phoenix gives back. Arguments: the llama-server's URL and the folder to write to."""
+Phoenix gives back. Arguments: the llama-server's URL and the folder to write to.
+
+Writes this folder's traces with the real tools, never by hand: `calls.py` (the OpenAI SDK instrumented by
+OpenInference, openinference-instrumentation-openai, sending its spans to a real Phoenix server, arize-phoenix, run
+on 127.0.0.1, and to the OpenTelemetry SDK's ``ConsoleSpanExporter``) against the embedded llama-server (SmolLM2,
+`core.engine.server.LocalServer`). Phoenix's own answers are written as they came: its REST spans page byte for
+byte, and its client's spans dataframe and span list saved the ways its documentation shows.
+
+Rerun: ``python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix
+openinference-instrumentation-openai openai`` then
+``.venv/bin/python tests/data/doctor/traces/against_llama.py phoenix /tmp/phoenix-venv/bin/python`` (a few minutes).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,18 @@
-"""Run by `generate.py` in LiteLLM's environment: an agent's conversation through ``litellm.completion`` (which
+"""Run by `../against_llama.py` in LiteLLM's environment: an agent's conversation through ``litellm.completion`` (which
 calls the OpenAI SDK) with LiteLLM's ``otel`` callback and OpenInference's OpenAI instrumentation on one tracer
-provider, written by ``ConsoleSpanExporter``. Arguments: the llama-server's URL and the folder to write to."""
+provider, written by ``ConsoleSpanExporter``. Arguments: the llama-server's URL and the folder to write to.
+
+Writes this folder's traces with the real tools, never by hand: `calls.py` (LiteLLM calling the OpenAI SDK, with
+LiteLLM's own OpenTelemetry callback and OpenInference's OpenAI instrumentation both on, in a virtual environment of
+their own) against the embedded llama-server (SmolLM2, `core.engine.server.LocalServer`). Each call is recorded
+twice, as two spans side by side under the agent's span (LiteLLM writes its span after the call, from its success
+callback, so it is not the parent of the client's span): the sibling duplicates the doctor must count once. The
+OpenTelemetry SDK's ``ConsoleSpanExporter`` writes the file.
+
+Rerun: ``python3 -m venv /tmp/litellm-venv && /tmp/litellm-venv/bin/pip install litellm
+openinference-instrumentation-openai opentelemetry-sdk opentelemetry-exporter-otlp-proto-http openai`` then
+``.venv/bin/python tests/data/doctor/traces/against_llama.py siblings /tmp/litellm-venv/bin/python`` (about a minute).
+"""
 
 from __future__ import annotations
 

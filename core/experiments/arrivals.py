@@ -45,7 +45,18 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
-from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
+from core.experiments.base import (
+    DECODE_TPS,
+    NO_WIDGET,
+    OUTPUT_TOKENS,
+    PREFILL_TPS,
+    PROMPT_TOKENS,
+    Experiment,
+    Option,
+    Plan,
+    RunContext,
+    Table,
+)
 from core.experiments.prompts import document_body, input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RequestResult
@@ -69,7 +80,8 @@ def floats(text: str) -> tuple[float, ...]:
 
 
 OPTIONS = (Option("--rates", "experiment 8 (arrivals) requests per second, comma separated", floats),
-           Option("--duration-s", "experiment 8: seconds of arrivals at each rate", float))
+           Option("--duration-s", "experiment 8: seconds of arrivals at each rate", float),
+           PROMPT_TOKENS, OUTPUT_TOKENS, PREFILL_TPS, DECODE_TPS)
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,17 @@ class Option:
         return self.flag.lstrip("-").replace("-", "_")
 
 
+# Options that mean one thing in every experiment whose settings have the field: one flag per idea, declared here
+# once and named in each of those experiments' ``OPTIONS`` (tests/unit/experiments/test_registry.py checks it).
+REPEATS = Option("--repeats", "repeats per size or length (medians are reported)", int)
+PROMPT_TOKENS = Option("--prompt-tokens", "prompt tokens of each request", int)
+OUTPUT_TOKENS = Option("--output-tokens", "answer tokens of each request", int)
+PREFILL_TPS = Option("--prefill-tps", "this machine's prefill tokens/s to predict from (experiment 1 measures it)",
+                     float, default_text="none: measured, or not predicted")
+DECODE_TPS = Option("--decode-tps", "this machine's decode tokens/s to predict from (experiment 2 measures it)",
+                    float, default_text="none: measured, or not predicted")
+
+
 def ints(text: str) -> tuple[int, ...]:
     """``"1,2,4"`` -> ``(1, 2, 4)``: a comma-separated option."""
     return tuple(int(part) for part in text.split(",") if part.strip())

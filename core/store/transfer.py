@@ -268,7 +268,16 @@ def read_export(text: str, name: str) -> list[Incoming]:
             by_experiment.setdefault(experiment, []).append(record_from_dict(experiment, item))
     if not by_experiment:
         raise ImportRefused(f"{name}, line 1: an export with no rounds or levels; nothing to import.")
-    return [Incoming(experiment, settings, records, run) for experiment, records in by_experiment.items()]
+    return [Incoming(experiment, own_settings(settings, experiment), records, run)
+            for experiment, records in by_experiment.items()]
+
+
+def own_settings(settings: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """One experiment's settings in an export: the shared ones (backend, model) and, where the CLI wrote several
+    experiments' settings each under its id, that experiment's own (their same-named fields never meet)."""
+    own = settings.get(experiment)
+    shared = {name: value for name, value in settings.items() if name not in EXPERIMENTS}
+    return {**shared, **(renamed(own) if isinstance(own, dict) else {})}
 
 
 def _summary(found: Any) -> dict[str, Any]:

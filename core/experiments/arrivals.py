@@ -97,6 +97,9 @@ class Settings:
     prefill_tps: float | None = field(default=None, metadata=NO_WIDGET)
     decode_tps: float | None = field(default=None, metadata=NO_WIDGET)
     predicted_from: str = field(default="", metadata=NO_WIDGET)  # "measured" where the rates are set
+    # The most requests open at once (a hosted demo's cap on the operator's key): one due while they are all open
+    # waits for one to end, and the wait is client delay, timed from the schedule like any late send. None: no cap.
+    max_open: int | None = field(default=None, metadata=NO_WIDGET)
 
 
 @dataclass
@@ -199,20 +202,28 @@ class Sent:
 
 
 def send_on_schedule(backend: StreamingBackend, requests: Sequence[ChatRequest], offsets: Sequence[float],
-                     cancel: threading.Event, drain_s: float) -> tuple[list[Sent], float, float]:
+                     cancel: threading.Event, drain_s: float,
+                     max_open: int | None = None) -> tuple[list[Sent], float, float]:
     """Send each request at the level's origin plus its offset, each on its own thread (never waiting for an
-    earlier one); at the last offset plus ``drain_s`` cut the ones still open. ``(sent, origin, end)``."""
+    earlier one, unless ``max_open`` are open: then for the first of them to end); at the last offset plus
+    ``drain_s`` cut the ones still open. ``(sent, origin, end)``."""
     origin = backend.clock() + LEAD_S
     sent = [Sent(origin + offset) for offset in offsets]
     cut = threading.Event()
+    room = threading.BoundedSemaphore(max_open) if max_open else None
 
     def send(item: Sent, request: ChatRequest) -> None:
         while (wait := item.due - backend.clock()) > 0:  # never early: a wait may end a little before its time
             if cancel.wait(wait):
                 return
-        if cancel.is_set() or cut.is_set():
-            return
-        item.result = backend.stream_chat(request, cancel=cancel)
+        if room is not None:  # a wait for room is client delay; a stop or a cut ends the open ones, making room
+            room.acquire()
+        try:
+            if not (cancel.is_set() or cut.is_set()):
+                item.result = backend.stream_chat(request, cancel=cancel)
+        finally:
+            if room is not None:
+                room.release()
 
     threads: list[threading.Thread] = []
     for item, request in zip(sent, requests, strict=True):
@@ -368,7 +379,7 @@ def measure_level(backend: StreamingBackend, rate: float, settings: Settings,
     offsets = schedule(rate, settings.duration_s, settings.seed)
     level.rtt_ms = round_trip(backend)
     sent, origin, ended = send_on_schedule(backend, requests(len(offsets)), offsets, cancel,
-                                           DRAIN * settings.duration_s)
+                                           DRAIN * settings.duration_s, settings.max_open)
     streams = [split(i, item, origin, level.rtt_ms, ended) for i, item in enumerate(sent)]
     return fold(level, streams, ended - origin)
 
@@ -390,10 +401,13 @@ def with_rates(settings: Settings, prefill_tps: float, decode_tps: float) -> Set
 
 def plan(settings: Settings) -> Plan:
     """Every arrival of every level (the seeded schedule says exactly how many) plus the warm-up; one record per
-    rate. Tokens: each prompt and its answer."""
-    requests = sum(len(schedule(rate, settings.duration_s, settings.seed)) for rate in settings.rates)
+    rate. Tokens: each prompt and its answer. Open at once: ``max_open``, else a level's every arrival (an open
+    loop does not wait for a slow server); its rate: the highest."""
+    counts = [len(schedule(rate, settings.duration_s, settings.seed)) for rate in settings.rates]
+    requests = sum(counts)
     return Plan(requests + 1 if requests else 0, requests * (settings.prompt_tokens + settings.output_tokens),
-                records=len(settings.rates))
+                records=len(settings.rates), at_once=settings.max_open or max(counts, default=1),
+                per_second=max(settings.rates, default=None))
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:

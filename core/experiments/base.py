@@ -41,6 +41,8 @@ class Plan:
     requests: int
     tokens: int
     records: int | None = None
+    at_once: int = 1  # the most requests it may have open together (a hosted demo caps it: `core.hosting`)
+    per_second: float | None = None  # the highest rate it schedules requests at; None: each waits for the last
 
     @property
     def steps(self) -> int:

@@ -210,7 +210,8 @@ def plan(settings: Settings) -> Plan:
     """Two requests per stream per level (prefill, decode) plus the warm-up, for budgets; one record per level."""
     streams = sum(settings.concurrency)
     tokens = streams * (settings.prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + settings.output_tokens)
-    return Plan(2 * streams + 1 if streams else 0, tokens, records=len(settings.concurrency))
+    return Plan(2 * streams + 1 if streams else 0, tokens, records=len(settings.concurrency),
+                at_once=slots(settings))
 
 
 def slots(settings: Settings) -> int:

@@ -4,6 +4,7 @@ the real embedded llama-server."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from statistics import median
@@ -17,20 +18,31 @@ from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, MachineState,
 from core.experiments import arrivals as ar
 from core.experiments.base import RunContext
 from core.records import RequestResult
-from core.stats import linear_fit, nearest_rank
+from core.stats import linear_fit
 from core.words import ContentWords
-from tests.support.fake_slot import OneSlotServer
+from tests.support.fake_slot import SlotProcess
 
-# Two thread wake-ups stand between the schedule's arithmetic and the client's reading (the server's next handler,
-# the client's reader), in one process: a bare wake-up's p99 was 11 ms at load 20 on the 2 cores (BENCHMARKS 26);
-# with three more busy loops on them a run's median error reached 11 ms, and one run had three requests in a row
-# 96-134 ms off (one stall of a thread). So: the median within 20 ms and 85 % of the requests (16 of 18) within
-# 150 ms, against queues that reach 200-500 ms.
-MEDIAN_TOLERANCE_MS, TOLERANCE_MS = 20.0, 150.0
+# The one-slot fake runs in a process of its own, so its threads never wait for this client's interpreter lock. What
+# is left between the arithmetic and the client's reading: wake-ups of threads on a machine whose load varies. The
+# fake's own sleeps say how late a thread woke during this very test (each request sleeps ``TOKENS`` times: its
+# prefill, then between tokens): up to three such wake-ups stand between a queue and its reading (the fake's
+# hand-over of the slot, its handler's write, the client's reader), and the client's reader may wait for its
+# interpreter lock while another of the level's threads runs (up to one switch interval, at the send and at the read).
+TOKENS = 4
+
+
+def resolution_ms(served: dict[str, tuple[float, float, float, int | None]], prefill_s: float,
+                  token_s: float) -> float:
+    """How finely this machine timed a thread during the test: the fake's worst lateness per sleep, from its own
+    service times (they stretch with the load), as a tolerance: three of them and two lock switch intervals."""
+    nominal = prefill_s + (TOKENS - 1) * token_s
+    late = max((released - started - nominal) / TOKENS for _, started, released, _ in served.values())
+    return 2 * sys.getswitchinterval() * 1000 + 3 * max(late, 0.0) * 1000
 
 
 def tagged(n: int, prefix: str = "req") -> list[ChatRequest]:
-    return [ChatRequest([{"role": "user", "content": f"{prefix} {i}\nHello."}], max_tokens=4) for i in range(n)]
+    return [ChatRequest([{"role": "user", "content": f"{prefix} {i}\nHello."}], max_tokens=TOKENS)
+            for i in range(n)]
 
 
 def parts_add_up(record: ar.ArrivalRequest) -> None:
@@ -62,31 +74,30 @@ def test_prepare_orders_the_rates_and_refuses_a_level_over_the_client_pool():
 
 
 def test_queue_times_are_the_queueing_the_sends_imply():
-    """Requests at about 1.6x what one slot serves: each waits for the ones before it. The queue the schedule
-    implies, from the actual send times and the server's actual service: start = max(sent, previous end)."""
-    with OneSlotServer(prefill_s=0.06, token_s=0.01) as server, LlamaServerBackend(server.url) as backend:
+    """Requests at about 1.6x what one slot serves: each waits for the ones before it. The queue the arrivals imply,
+    from the fake's own timings (its service times are read, not assumed: they stretch with the machine's load):
+    a request starts when it arrived or when the one before it released the slot, whichever is later. Every
+    request's measured queue is that within the resolution this machine timed threads at during the test."""
+    with SlotProcess(prefill_s=0.06, token_s=0.01) as server, LlamaServerBackend(server.url) as backend:
         offsets = ar.schedule(15.0, 1.2, seed=4)  # 18 arrivals
         rtt = ar.round_trip(backend)
         sent, origin, ended = ar.send_on_schedule(backend, tagged(len(offsets)), offsets, threading.Event(), 10.0)
         records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
-        served = server.served
+        served = server.served()
     assert len(served) == len(offsets) >= 12 and not any(r.error or r.cut for r in records)
-    order = sorted(range(len(sent)), key=lambda i: served[f"req {i}"][1])
-    previous_end, expected = 0.0, {}
-    for i in order:
-        sent_at = sent[i].result.sent_at  # type: ignore[union-attr]
-        expected[i] = (max(sent_at, previous_end) - sent_at) * 1000
-        previous_end = served[f"req {i}"][2]
-    assert max(expected.values()) > 200  # the check bites: queues far above the tolerance
-    errors, own = [], []
+    tolerance = resolution_ms(served, 0.06, 0.01)
+    previous_release, implied = 0.0, {}
+    for i in sorted(range(len(sent)), key=lambda i: served[f"req {i}"][1]):  # in the order the slot took them
+        arrived, _, released, _ = served[f"req {i}"]
+        implied[i] = (max(arrived, previous_release) - arrived) * 1000
+        previous_release = released
+    assert max(implied.values()) > 20 * tolerance  # the check bites: queues far above the tolerance
+    errors = []
     for i, record in enumerate(records):
         assert record.queue_ms is not None
-        arrived, started, _ = served[f"req {i}"]
-        errors.append(abs(record.queue_ms - expected[i]))
-        own.append(abs(record.queue_ms - (started - arrived) * 1000))  # the server's own count of its queue
+        errors.append(record.queue_ms - implied[i])
         parts_add_up(record)
-    for found in (errors, own):
-        assert median(found) <= MEDIAN_TOLERANCE_MS and (nearest_rank(found, 85) or 0) <= TOLERANCE_MS, (found, records)
+    assert max(map(abs, errors)) <= tolerance, (tolerance, errors)
     level = ar.fold(ar.ArrivalLevel(15.0, 1.2, 4), records, ended - origin)
     assert level.queue_p99_ms is not None and level.queue_p99_ms > 200 and level.completed == len(records)
     assert level.ttft_mean_ms == pytest.approx(sum(getattr(level, f"{p}_mean_ms") for p in ar.PARTS), abs=0.05)
@@ -101,18 +112,43 @@ class SlowClient(LlamaServerBackend):
 
 
 def test_a_slowed_client_is_counted_as_client_delay_not_server_time():
-    with OneSlotServer(prefill_s=0.03, token_s=0.005) as server, SlowClient(server.url) as backend:
+    with SlotProcess(prefill_s=0.03, token_s=0.005) as server, SlowClient(server.url) as backend:
         offsets = [0.0, 0.4, 0.8]
         rtt = ar.round_trip(backend)
         sent, origin, ended = ar.send_on_schedule(backend, tagged(3), offsets, threading.Event(), 10.0)
         records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
-        served = server.served
+        served = server.served()
+    tolerance = resolution_ms(served, 0.03, 0.005)
     for i, record in enumerate(records):
-        assert record.client_ms is not None and 150 <= record.client_ms < 150 + TOLERANCE_MS
-        assert record.queue_ms is not None and record.queue_ms < MEDIAN_TOLERANCE_MS * 2  # the slot was free
+        assert record.client_ms is not None and 150 <= record.client_ms <= 150 + tolerance
+        assert record.queue_ms is not None and record.queue_ms <= tolerance  # the slot was free
         assert record.ttft_ms is not None and record.ttft_ms >= 150 + 30
-        assert (served[f"req {i}"][0] - sent[i].due) * 1000 >= 150  # the server saw it late, as the client sent it
+        arrived, started, _, _ = served[f"req {i}"]
+        assert started - arrived < tolerance / 1000  # the server did not queue it either: it came late, sent late
         parts_add_up(record)
+
+
+def test_a_cap_on_open_requests_makes_the_wait_client_delay_and_never_opens_more():
+    """A hosted demo's cap (``max_open``): with one open at a time, three arrivals 20 ms apart never meet at the
+    one-slot server; the later ones wait in the client, and that wait is client delay, timed from the schedule."""
+    with SlotProcess(prefill_s=0.06, token_s=0.01) as server, LlamaServerBackend(server.url) as backend:
+        rtt = ar.round_trip(backend)
+        sent, origin, ended = ar.send_on_schedule(backend, tagged(3), [0.0, 0.02, 0.04], threading.Event(), 10.0,
+                                                  max_open=1)
+        records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
+        served = server.served()
+    tolerance = resolution_ms(served, 0.06, 0.01)
+    times = [served[f"req {i}"] for i in range(3)]
+    assert all(later[0] >= earlier[2] for earlier, later in zip(times, times[1:], strict=False))  # never two open
+    assert rtt is not None
+    for i, record in enumerate(records):
+        assert record.queue_ms is not None and record.queue_ms <= tolerance  # the slot was always free
+        parts_add_up(record)
+        # it was sent as the one before it ended: the services (and a round trip each) before it, less its offset
+        expected = sum((released - started) * 1000 + rtt for _, started, released, _ in times[:i]) - 20 * i
+        assert record.client_ms is not None and abs(record.client_ms - expected) <= tolerance * (i + 1), (i, expected,
+                                                                                                      record)
+    assert records[2].client_ms is not None and records[2].client_ms > 100  # it waited for two of them
 
 
 def test_an_api_without_a_queue_figure_says_not_reported():

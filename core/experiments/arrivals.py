@@ -18,11 +18,15 @@ from the send reports the wait away: the coordinated-omission error). The rest o
   when (the first ``prompt_progress`` chunk, which it sends as it starts a prompt, ``time_ms`` 0). A server that
   does not say (a chat API) leaves it "not reported" (None), never 0;
 - **prefill**: the server's own ``prompt_ms`` where reported;
-- **rest**: what remains (the first token's sampling and delivery; for an API, the unsplit server time). The
-  server's prefill clock starts a moment before its first progress chunk reaches the client: that overlap is
-  taken off the queue, so no part is below 0.
+- **server**: where a server reports neither but sends its own processing time in a header (OpenAI's
+  ``openai-processing-ms``, `core.backends.base.PROCESSING_HEADER`): queue and prefill together, unsplit;
+  None ("not reported") otherwise;
+- **rest**: what remains (the first token's sampling and delivery; for an API without the header, the unsplit
+  server time). The server's prefill clock starts a moment before its first progress chunk reaches the client:
+  that overlap is taken off the queue (a header longer than the time left after the round trip: off the
+  network), so no part is below 0.
 
-The five add up to the measured TTFT by construction. A level ends at most ``duration_s`` after its last
+The six add up to the measured TTFT by construction. A level ends at most ``duration_s`` after its last
 arrival (`DRAIN`): requests still open then are cut and counted (``cut``), their TTFT at least the time they
 waited (a lower bound in the percentiles, marked so), never dropped.
 
@@ -70,7 +74,7 @@ CUT_JOIN_S = 10.0  # how long a cut request's thread may take to end once its co
 SETTLE_LOOK_S = 0.25  # a level starts once the server showed no busy slot on two looks this far apart
 QUEUE_TOOK_OVER = 0.5  # shown: at the highest rate the queue is at least half the mean TTFT
 TTFT_ROSE = 2.0  # ... and the median TTFT at least doubled from the lowest rate
-PARTS = ("client", "network", "queue", "prefill", "rest")
+PARTS = ("client", "network", "queue", "prefill", "server", "rest")
 SAMPLE = SAMPLES_DIR / "embedded_arrivals.json"
 
 
@@ -114,6 +118,7 @@ class ArrivalRequest:
     network_ms: float | None = None
     queue_ms: float | None = None  # None: the server does not say when it began
     prefill_ms: float | None = None
+    server_ms: float | None = None  # a processing-time header's queue and prefill together (no queue or prefill)
     rest_ms: float | None = None
     end_ms: float | None = None
     itl_ms: float | None = None  # its mean gap between tokens after the first
@@ -157,6 +162,7 @@ class ArrivalLevel:
     network_mean_ms: float | None = None
     queue_mean_ms: float | None = None
     prefill_mean_ms: float | None = None
+    server_mean_ms: float | None = None
     rest_mean_ms: float | None = None
     service_ms: float | None = None  # median server time per request (prefill + decode)
     capacity_rps: float | None = None  # predicted before the run from experiments 1, 2 and 4
@@ -269,10 +275,12 @@ def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: fl
     network = None if rtt_ms is None else min(rtt_ms, from_sent if started is None else started)
     queue = None if started is None or network is None else started - network
     prefill = None if result.server_prefill_ms is None else min(result.server_prefill_ms, from_sent)
-    queue, network, rest = _overlap_off(from_sent, network, queue, prefill)
+    header = result.server_processing_ms
+    server = min(header, from_sent) if header is not None and started is None and prefill is None else None
+    queue, network, rest = _overlap_off(from_sent, network, queue, (prefill or 0.0) + (server or 0.0))
     record.ttft_ms = round(client + from_sent, 3)
     record.network_ms, record.queue_ms = _round(network), _round(queue)
-    record.prefill_ms, record.rest_ms = _round(prefill), round(rest, 3)
+    record.prefill_ms, record.server_ms, record.rest_ms = _round(prefill), _round(server), round(rest, 3)
     record.end_ms = None if result.end_s is None else round(client + result.end_s * 1000, 3)
     record.gaps_ms = [round(gap * 1000, 3) for gap in result.inter_token_s]
     record.itl_ms = _round(sum(record.gaps_ms) / len(record.gaps_ms)) if record.gaps_ms else None
@@ -284,10 +292,11 @@ def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: fl
 
 
 def _overlap_off(from_sent: float, network: float | None, queue: float | None,
-                 prefill: float | None) -> tuple[float | None, float | None, float]:
-    """``(queue, network, rest)`` with the rest never below 0: the server's prefill clock starts a moment before
-    its first progress chunk reaches the client, so an overlap is taken off the queue (then the network)."""
-    rest = from_sent - (network or 0.0) - (queue or 0.0) - (prefill or 0.0)
+                 served: float) -> tuple[float | None, float | None, float]:
+    """``(queue, network, rest)`` with the rest never below 0, ``served`` the server's own prefill or processing
+    time: its prefill clock starts a moment before its first progress chunk reaches the client, so an overlap is
+    taken off the queue (then the network: a processing header longer than what the round trip leaves)."""
+    rest = from_sent - (network or 0.0) - (queue or 0.0) - served
     if rest < 0 and queue is not None:
         taken = min(queue, -rest)
         queue, rest = queue - taken, rest + taken
@@ -504,7 +513,8 @@ def _claims(found: ArrivalSummary) -> tuple[Finding, ...]:
         last = finished[-1]
         parts = {part: getattr(last, f"{part}_mean_ms") for part in PARTS}
         values = {"rate": last.rate, "ttft": last.ttft_mean_ms, **{k: v or 0.0 for k, v in parts.items()}}
-        claims.append(Finding("split" if parts["queue"] is not None and parts["network"] is not None
+        reported = parts["queue"] is not None and parts["network"] is not None
+        claims.append(Finding("split" if reported else "split_server" if parts["server"] is not None
                               else "split_unreported", values))
     low, top = found.levels[0], found.levels[-1]
     claims.append(Finding("goodput", {

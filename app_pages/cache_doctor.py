@@ -11,6 +11,7 @@ from core.charts.base import RunView
 from core.charts.doctor import doctor_chart
 from core.experiments.base import Plan, RunContext, Source
 from core.records import RoundResult
+from core.words import in_words
 from ui.doctor.findings import analysed, read_inputs, show_analysis
 from ui.doctor.fix import proven_fix_section
 from ui.doctor.samples import CHOSEN_KEY, sample_inputs
@@ -67,7 +68,7 @@ for problem in transcript.unused:
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
 for note in transcript.notes:  # what was read and how (a trace's conventions, what its spans lack, gzip)
-    st.caption(note)
+    st.caption(in_words(note, t))
 if transcript.mixed:
     st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
 

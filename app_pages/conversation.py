@@ -37,25 +37,26 @@ document, doc_name = uploaded(t, "conversation", upload, None, "default")
 
 settings = ex.Settings(int(rounds), tuple(strategies), int(window), int(threshold), doc_name, pause=bool(pause),
                        document=document)
-rate, roof = measured().prefill_tps, backend_prediction()
-if rate:  # experiment 1 of this session (or its newest saved run), else the roofs' bound
-    settings = replace(settings, prefill_tps=rate, predicted_from="measured")
-elif roof is not None:
-    settings = replace(settings, prefill_tps=roof.prefill_bound, predicted_from="roofline")
+m, roof = measured(), backend_prediction()  # experiment 1 of this session (or its newest saved run)
+settings = ex.with_prediction(settings, m.prefill_curve, m.prefill_tps, roof.prefill_bound if roof else None)
 doc_id = hashlib.sha256((document or "").encode()).hexdigest()[:12]
-key = f"{doc_id}-{rounds}-{window}-{threshold}-{pause}-{','.join(strategies)}"
+key = (f"{doc_id}-{rounds}-{window}-{threshold}-{pause}-{','.join(strategies)}"
+       f"-{settings.prefill_tps}-{settings.attention_ns}")  # a new rate, a new prediction
 prepared = preview(EXPERIMENTS[ex.ID], settings, key)
 if isinstance(prepared, str):
     st.error(f"{t('common.backend_error')} {prepared}")
 else:
     settings = replace(settings, fitted=prepared.fitted, conversation_strategies=prepared.conversation_strategies,
-                       pause=prepared.pause, predicted_tokens=prepared.predicted_tokens)
+                       pause=prepared.pause, predicted_tokens=prepared.predicted_tokens,
+                       predicted_seconds=prepared.predicted_seconds)
     found = {"requests": len(settings.conversation_strategies) * settings.conversation_rounds,
              "tokens": settings.predicted_tokens or 0, "spread": ex.PREDICTION_SPREAD}
-    if settings.prefill_tps:
+    if settings.prefill_tps and settings.predicted_seconds is not None:
+        growth = (" " + t.rich("conversation.predict_growth", per_1k=2 * settings.attention_ns / 1000)
+                  if settings.attention_ns else "")
         st.markdown(f"**{t('conversation.prediction')}** " + t.rich(
-            "conversation.predict", rate=settings.prefill_tps, seconds=found["tokens"] / settings.prefill_tps,
-            source=t(f"conversation.source_{settings.predicted_from}"), **found), unsafe_allow_html=True)
+            "conversation.predict", rate=settings.prefill_tps, seconds=settings.predicted_seconds,
+            source=t(f"conversation.source_{settings.predicted_from}"), **found) + growth, unsafe_allow_html=True)
     else:
         st.markdown(f"**{t('conversation.prediction')}** " + t.rich("conversation.predict_tokens", **found),
                     unsafe_allow_html=True)

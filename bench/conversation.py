@@ -1,20 +1,22 @@
 """Experiment 7's default run on the embedded default (SmolLM2-135M, the machine's cores): its wall time (goal:
 under 3 minutes on 2 cores, with the load average recorded before and after) and, per strategy, the recomputed
-tokens and prefill seconds predicted before the run (`core.experiments.conversation.requests`; the time from the
-engine probe's prefill rate just before) against measured. The run is written as bench/results/conversation_run.json
-and as the page's recorded sample, samples/embedded_conversation.json. ``BENCH_SMALL=1`` runs a shorter script
+tokens and prefill seconds predicted before the run (`core.experiments.conversation.requests`; the time from
+experiment 1's curve measured just before, as the page takes it: `conversation.with_prediction`) against
+measured. The run is written as bench/results/conversation_run.json and as the page's recorded sample,
+samples/embedded_conversation.json. ``BENCH_SMALL=1`` runs a shorter script
 (`SMALL`: 10 rounds, two-sentence answers) where a loaded machine would take an hour over the default."""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import asdict
 
 from bench.common import RESULTS, finish
 from core.backends.connect import Target, open_connection
-from core.engine.probe import measure_speed
 from core.engine.server import LocalServer
 from core.experiments import conversation as ex
+from core.experiments import input_length
 from core.experiments.base import RunContext, exported_settings
 from core.export import to_json
 
@@ -24,10 +26,12 @@ SMALL = {"conversation_rounds": 10, "threshold": 900, "answer_sentences": 2}
 
 def main() -> dict:
     with LocalServer() as server, open_connection(Target("local", server.url)) as conn:
-        probe = measure_speed(server.url)
+        curve = input_length.summarize_input(list(input_length.rounds(RunContext(conn), input_length.Settings())))
+        fit = asdict(curve.prefill_curve) if curve.prefill_curve else None
+        probe = {"prefill_tps": curve.prefill_tps, "curve": fit}  # experiment 1's median rate and its curve
         load = os.getloadavg()[0]
         scale = SMALL if os.environ.get("BENCH_SMALL") else {}
-        settings = ex.Settings(prefill_tps=probe["prefill_tps"], predicted_from="engine probe", **scale)
+        settings = ex.with_prediction(ex.Settings(**scale), curve.prefill_curve, curve.prefill_tps, None)
         start = time.perf_counter()
         settings = ex.prepare(settings, conn)
         records = list(ex.rounds(RunContext(conn), settings))
@@ -36,7 +40,8 @@ def main() -> dict:
         out = {**conn.describe(), **exported_settings(settings), "load_average": round(load, 1),
                "recorded_with": f"python -m bench conversation ({'BENCH_SMALL' if scale else 'the default run'}) "
                                 f"on {os.cpu_count()} cores, "
-                                f"load average {load:.1f} before and {after:.1f} after; rates from the engine probe"}
+                                f"load average {load:.1f} before and {after:.1f} after; "
+                                "rates from experiment 1 just before"}
         export = to_json(out, {ex.EXPERIMENT.records: records})
     (RESULTS / "conversation_run.json").write_text(export)
     ex.SAMPLE.write_text(export)

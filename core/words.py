@@ -50,3 +50,32 @@ class ContentWords:
         return PHASE_MARK.sub(lambda m: str(self.data["phase"][m.group(1)]), text).strip()
 
     plain = __call__
+
+
+class Sentence(str):
+    """A sentence that core/ says in English (the CLI prints it, a JSON output keeps it) and that keeps its
+    words' ``key`` and the ``values`` of its placeholders, so that a page says it in its visitor's language
+    (`in_words`). A value may itself be a `Sentence` (a unit such as "LLM spans")."""
+
+    key: str
+    values: dict[str, Any]
+
+    def __new__(cls, key: str, **values: Any) -> Sentence:
+        said = super().__new__(cls, ContentWords()(key, **values))
+        said.key, said.values = key, values
+        return said
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _sentence, (self.key, self.values)
+
+
+def _sentence(key: str, values: dict[str, Any]) -> Sentence:
+    return Sentence(key, **values)
+
+
+def in_words(text: str, words: Words) -> str:
+    """``text`` in the language of ``words`` where it is a `Sentence`, else as it is."""
+    if not isinstance(text, Sentence):
+        return text
+    return words(text.key, **{name: in_words(value, words) if isinstance(value, str) else value
+                              for name, value in text.values.items()})

@@ -133,8 +133,8 @@ def _export(store: RunStore, args: argparse.Namespace) -> int:
 def _import(store: RunStore, args: argparse.Namespace) -> int:
     for path in args.files:
         try:
-            ids = import_export(store, path.read_text(encoding="utf-8"), str(path))
-        except (OSError, UnicodeDecodeError) as exc:
+            ids = import_export(store, path, str(path))
+        except OSError as exc:
             print(f"error: {path}: cannot be read ({exc})", file=sys.stderr)
             return 2
         except ImportRefused as exc:

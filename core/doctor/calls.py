@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.doctor.model import Round
+from core.words import Sentence
 
 
 @dataclass
@@ -22,11 +23,6 @@ class Node:
     key: str
     parent: str | None
     round: Round
-
-
-def count(n: int, noun: str) -> str:
-    """``n`` and the noun, plural unless one."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _fuller(outer: Round, inner: Round) -> Round:
@@ -73,8 +69,6 @@ def one_per_call(nodes: list[Node], unit: str) -> tuple[list[Node], list[str]]:
                 wrappers += 1
             calls[node.key] = below or [node]
     kept = [call for node in nodes if node.key in calls for call in calls[node.key]]
-    notes = [f"{merged} {unit} nested in another record of the same call (two instrumentations, or a framework's "
-             "record around the client's) merged: one round per call"] if merged else []
-    notes += [f"{wrappers} {unit} that wrap several calls (an agent's run) left out: the calls inside are the "
-              "rounds"] if wrappers else []
+    notes: list[str] = [Sentence("doctor_notes.merged", n=merged, unit=unit)] if merged else []
+    notes += [Sentence("doctor_notes.wrappers", n=wrappers, unit=unit)] if wrappers else []
     return kept, notes

@@ -35,6 +35,7 @@ from core.backends.usage import count
 from core.doctor import calls, jsontext, spans, traces
 from core.doctor.formats import read_body
 from core.doctor.model import Measured, Round, Transcript
+from core.words import Sentence
 
 LANGFUSE, LANGSMITH = "Langfuse", "LangSmith"
 LANGFUSE_CACHED = ("input_cache_read", "input_cached_tokens", "cache_read_input_tokens")  # Langfuse's normalized keys
@@ -361,8 +362,8 @@ class Family:
     unit: str
 
 
-FAMILIES = {LANGFUSE: Family(_langfuse_observations, _langfuse_call, "generations"),
-            LANGSMITH: Family(_langsmith_runs, _langsmith_call, "LLM runs")}
+FAMILIES = {LANGFUSE: Family(_langfuse_observations, _langfuse_call, Sentence("doctor_notes.unit.generations")),
+            LANGSMITH: Family(_langsmith_runs, _langsmith_call, Sentence("doctor_notes.unit.llm_runs"))}
 
 
 def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
@@ -388,19 +389,16 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     conversations = {record.conversation for record, _ in found}
     trace_ids = {record.trace for record, _ in found}
     named = len(conversations - trace_ids)
-    counted = f"{total} {unit}" + ("" if total == len(ordered) else f" as {calls.count(len(ordered), 'call')}")
-    notes = [f"read as a {name} export: {counted}, one round each, from {len(trace_ids)} traces"
-             + (f" in {named} sessions" if named else " (no session ids)")
-             + f", grouped by session (else trace) and in time order within each; {others} other records"]
+    notes: list[str] = [Sentence("doctor_notes.read_export", name=name,
+                                 counted=traces.counted(total, unit, len(ordered)), traces=len(trace_ids),
+                                 sessions=traces.in_sessions(named), others=others)]
     notes += merged
     if lifecycle:
-        notes.append(f"{lifecycle} {unit} hold no input (records of a call's lifecycle, such as a stream's start, "
-                     "not a request): left out")
+        notes.append(Sentence("doctor_notes.lifecycle", n=lifecycle, unit=unit))
     notes += traces.tool_notes(ordered, unit) + traces.history_notes(ordered)
     gaps = [r for r in ordered if r.gap]
     if gaps:
-        notes.append(f"{len(gaps)} of {len(ordered)} {unit} do not hold their whole prompt: those rounds get no "
-                     "verdict")
+        notes.append(Sentence("doctor_notes.gaps", n=len(gaps), total=len(ordered), unit=unit))
     return Transcript(ordered, [], "trace", notes)
 
 

@@ -26,6 +26,7 @@ from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, json_problem, text_round
 from core.doctor.rules import served_by
 from core.documents import DocumentError, read_document
+from core.words import Sentence
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
@@ -244,7 +245,7 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
     """``(name, text)`` of one file: gzip opened (its name without ``.gz``), UTF-16 decoded, the rest as UTF-8."""
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(name, data, max_bytes)
-        notes.append(f"{name}: read as gzip")
+        notes.append(Sentence("doctor_notes.gzip", name=name))
         name = name[:-3] if name.lower().endswith(".gz") else name
     if data.startswith(UTF16_BOMS):
         try:
@@ -252,7 +253,7 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
         except UnicodeDecodeError as exc:
             raise TranscriptError(f"{name} starts like UTF-16 but is not valid UTF-16 (byte {exc.start}); save it "
                                   "as UTF-8 text.") from None
-        notes.append(f"{name}: read as UTF-16 (it has a UTF-16 byte-order mark)")
+        notes.append(Sentence("doctor_notes.utf16", name=name))
     elif len(data) >= 4 and data[:4096].count(0) * 3 > min(len(data), 4096):  # every other byte zero
         raise TranscriptError(f"{name} looks like UTF-16 text without a byte-order mark: save it as UTF-8 "
                               f"(e.g. `iconv -f UTF-16LE -t UTF-8 {name}`).")

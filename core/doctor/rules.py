@@ -3,6 +3,7 @@ and what each would bill as cached for the rounds of an analysis."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 from core.doctor.causes import common_prefix_length
 from core.doctor.model import CHAT, RESPONSES, Round
 from core.doctor.render import Rendered
+from core.words import Sentence, load
 
 RULES_FILE = Path(__file__).with_name("rules.toml")
 DEEPSEEK_UNITS_LOOKBACK = 16  # earlier rounds whose cache prefix units are still considered
@@ -28,7 +30,7 @@ class BillingRule:
     cached_per_million: float
     source: str = ""
     checked: str = ""
-    note: str = ""
+    note: str = ""  # a rule added to rules.toml by hand; the shipped rules' words are in content/ (`described`)
     formats: tuple[str, ...] = ()
     usage_field: str = ""
     minimum_by_model: dict[str, int] = field(default_factory=dict)
@@ -75,6 +77,12 @@ class BillingRule:
         fresh = prompt_tokens - cached_tokens - written_tokens
         return (fresh * self.input_per_million + cached_tokens * self.cached_per_million
                 + written_tokens * self.input_per_million * write) / 1e6
+
+    def described(self) -> str:
+        """What the provider documents: the words under ``[doctor_rules]`` named after the rule (both languages),
+        else the rule's own ``note``."""
+        key = re.sub(r"[^a-z0-9]+", "_", self.name.lower()).strip("_")
+        return Sentence(f"doctor_rules.{key}") if key in load("en")["doctor_rules"] else self.note
 
     def edited(self, **changes: Any) -> BillingRule:
         return replace(self, **changes)

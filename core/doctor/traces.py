@@ -37,10 +37,10 @@ from typing import Any, TypeVar
 from core.backends.usage import count
 from core.doctor import jsontext, spans
 from core.doctor.calls import Node, one_per_call
-from core.doctor.calls import count as count_of
 from core.doctor.formats import chat_round
 from core.doctor.model import Block, Measured, Round, Transcript
 from core.doctor.spans import Span
+from core.words import Sentence
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 VERCEL = "Vercel AI SDK (ai.prompt.*)"
@@ -414,9 +414,23 @@ def history_elsewhere(round_: Round) -> None:
         round_.server_history = True
 
 
+LLM_SPANS, SPANS = Sentence("doctor_notes.unit.llm_spans"), Sentence("doctor_notes.unit.spans")
+
+
+def counted(records: int, unit: str, rounds: int) -> Sentence:
+    """How many records were read, and as how many calls where some were merged."""
+    if rounds == records:
+        return Sentence("doctor_notes.counted", n=records, unit=unit)
+    return Sentence("doctor_notes.counted_as_one" if rounds == 1 else "doctor_notes.counted_as", n=records, unit=unit,
+                    calls=rounds)
+
+
+def in_sessions(named: int) -> Sentence:
+    return Sentence("doctor_notes.in_sessions", n=named) if named else Sentence("doctor_notes.no_sessions")
+
+
 def history_notes(rounds: list[Round]) -> list[str]:
-    return [f"{r.source}: the call starts with a tool's result, so its history lives elsewhere (on the server): only "
-            "what it adds is compared" for r in rounds if r.server_history]
+    return [Sentence("doctor_notes.history", source=r.source) for r in rounds if r.server_history]
 
 
 def tools_unseen(round_: Round) -> bool:
@@ -429,11 +443,10 @@ def tool_notes(rounds: list[Round], unit: str) -> list[str]:
     """What the rounds say of their tool lists, where one could not be seen."""
     read = [r for r in rounds if not r.gap]
     if read and not any(r.raw_tools for r in read):
-        return [f"the {unit} record no tool definitions (looked in {LOOKED_FOR_TOOLS}): the messages are "
-                "compared, a tool list that changed cannot be seen"]
+        return [Sentence("doctor_notes.no_tools", unit=unit, looked=LOOKED_FOR_TOOLS)]
     unseen = sum(tools_unseen(r) for r in read)
-    return [f"{unseen} of {len(read)} {unit} call tools but record no tool definitions (looked in "
-            f"{LOOKED_FOR_TOOLS}): their messages are compared, their tools cannot be"] if unseen else []
+    return [Sentence("doctor_notes.tools_unseen", n=unseen, total=len(read), unit=unit,
+                     looked=LOOKED_FOR_TOOLS)] if unseen else []
 
 
 def gap_round(model: Any, where: str) -> Round:
@@ -543,19 +556,19 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         except ValueError as exc:
             errors.append(f"{span.where}: {exc}")
         unused += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
-    nodes, merged = one_per_call(nodes, "LLM spans")
+    nodes, merged = one_per_call(nodes, LLM_SPANS)
     rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})
     named = len({conversation(s) for s, _ in found} - {s.trace_id for s, _ in found})
-    counted = f"{len(found)} LLM spans" + (f" as {count_of(len(rounds), 'call')}" if len(rounds) != len(found) else "")
-    notes = [f"read as a trace ({', '.join(kinds) or 'no LLM spans'}): {counted}, one round each, from "
-             f"{len({s.trace_id for s, _ in found})} traces"
-             + (f" in {named} sessions" if named else " (no session ids)")
-             + f", grouped by session (else trace) and in time order within each; {others} other spans"]
-    notes += merged + tool_notes(rounds, "spans") + history_notes(rounds)
+    notes: list[str] = [Sentence("doctor_notes.read_trace",
+                                 kinds=", ".join(kinds) or Sentence("doctor_notes.no_llm_spans"),
+                                 counted=counted(len(found), LLM_SPANS, len(rounds)),
+                                 traces=len({s.trace_id for s, _ in found}), sessions=in_sessions(named),
+                                 others=others)]
+    notes += merged + tool_notes(rounds, SPANS) + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:
-        notes.append(f"{len(gaps)} of {len(rounds)} spans do not hold their whole prompt: those rounds get no verdict")
+        notes.append(Sentence("doctor_notes.gaps", n=len(gaps), total=len(rounds), unit=SPANS))
     return Transcript(rounds, errors, "trace", notes, unused=unused)
 
 
@@ -576,6 +589,6 @@ def read_found(found: list[tuple[str, Any]], problem: str | None) -> Transcript 
     if problem:
         transcript.errors.append(f"{problem}: the spans after it were not read")
     if len(traced) < len(found):
-        transcript.notes.append(f"{len(found) - len(traced)} JSON documents of the file hold no spans (the first: "
-                                f"{next(w for w, d in found if not is_trace(d))}): left out")
+        transcript.notes.append(Sentence("doctor_notes.no_spans", n=len(found) - len(traced),
+                                         first=next(w for w, d in found if not is_trace(d))))
     return transcript

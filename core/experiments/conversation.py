@@ -60,7 +60,7 @@ from core.experiments.prices import PRICE_LISTS, PriceList, input_cost
 from core.experiments.prompts import nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult, renamed
-from core.stats import median
+from core.stats import QuadraticFit, median
 
 ID = "conversation"
 STRATEGIES = ("keep", "window", "window_dynamic", "summary", "stable_summary", "window_reuse")
@@ -71,6 +71,7 @@ REUSE_CHUNK = 32  # n_cache_reuse: the shortest shifted chunk llama-server reuse
 RECENT = 4  # messages a summary leaves as they are (the last two rounds)
 FOLD = 3  # the fewest rounds a summary folds in: a summary above the threshold does not fold every round
 PREDICTION_SPREAD = 2.0  # a measured prefill time within [P / 2, 2 P] agrees with the prediction P
+CURVE_R2 = 0.9  # experiment 1's curve predicts only where it fits its own points this well
 CHEAPEST_AT = (10, 20, 40)
 MAX_ROUNDS = 40
 START = datetime(2026, 3, 2, 9, 0)  # the script's clock: round r is asked 3 minutes after round r - 1
@@ -83,7 +84,9 @@ OPTIONS = (Option("--conversation-rounds", "experiment 7 rounds per strategy (2-
            Option("--threshold", "experiment 7: prompt tokens at which a summary replaces older messages", int),
            Option("--conversation-doc", "experiment 7: a UTF-8 file as the agent's reference text",
                   default_text="the built-in travel policy"),
-           PREFILL_TPS)
+           PREFILL_TPS,
+           Option("--attention-ns", "experiment 7: how the prefill slows as the context grows, ns per token per "
+                  "token of context / 2 (the n² term of experiment 1's curve)", float, default_text="0"))
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,10 @@ class Settings:
     pause: bool = True
     answer_tokens: int = field(default=1, metadata=NO_WIDGET)  # what the model writes each round (thrown away)
     prefill_tps: float | None = field(default=None, metadata=NO_WIDGET)  # the rate the time prediction is from
+    attention_ns: float | None = field(default=None, metadata=NO_WIDGET)  # c of experiment 1's curve (`predict_ms`)
     predicted_from: str = field(default="", metadata=NO_WIDGET)  # "measured" (experiment 1) or "roofline"
     predicted_tokens: int | None = field(default=None, metadata=NO_WIDGET)  # all requests' recomputed (`prepare`)
+    predicted_seconds: float | None = field(default=None, metadata=NO_WIDGET)  # their prefill (`prepare`)
     document: str | None = field(default=None, metadata=INTERNAL)  # the reference text; None: the built-in one
     fitted: FittedDocument | None = field(default=None, metadata=INTERNAL)
 
@@ -418,7 +423,38 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
                                 "context; choose fewer rounds.")
         budget = min(budget, room)
     settings = replace(settings, fitted=fit_document(settings.document or REFERENCE, budget, conn.counter))
-    return replace(settings, predicted_tokens=sum(r.predicted_recomputed for r in _requests(settings, conn)))
+    planned = _requests(settings, conn)
+    times = [predict_ms(settings, r.predicted_recomputed, r.prompt_tokens) for r in planned]
+    return replace(settings, predicted_tokens=sum(r.predicted_recomputed for r in planned),
+                   predicted_seconds=None if None in times else round(sum(t or 0.0 for t in times) / 1000, 1))
+
+
+def with_prediction(settings: Settings, curve: QuadraticFit | None, rate: float | None,
+                    roof_bound: float | None) -> Settings:
+    """The one choice of the time prediction's rates for the page and the CLI: the ones ``settings`` carries (a run
+    repeated, a benchmark's), else experiment 1's curve (its linear term as the rate, its square term as the
+    attention's growth with the context) where it fits, else experiment 1's median rate, else the roofline's bound."""
+    if settings.prefill_tps:
+        return settings
+    if curve is not None and curve.b > 0 and curve.c >= 0 and curve.r2 >= CURVE_R2:
+        return replace(settings, prefill_tps=round(1000 / curve.b, 1), attention_ns=round(curve.c * 1e6, 3),
+                       predicted_from="measured")
+    if rate:
+        return replace(settings, prefill_tps=rate, predicted_from="measured")
+    if roof_bound:
+        return replace(settings, prefill_tps=roof_bound, predicted_from="roofline")
+    return settings
+
+
+def predict_ms(settings: Settings, recomputed: int, prompt_tokens: int) -> float | None:
+    """The prefill of ``recomputed`` new tokens after ``prompt_tokens - recomputed`` cached ones. Each new token attends
+    to all before it, so with experiment 1's curve T(n) = a + b n + c n² this is T(cached + k) - T(cached) =
+    b k + c k (2 cached + k): the same tokens cost more late in a long conversation. None without a rate."""
+    if not settings.prefill_tps:
+        return None
+    cached = max(prompt_tokens - recomputed, 0)
+    growth = (settings.attention_ns or 0.0) / 1e6 * recomputed * (2 * cached + recomputed)
+    return round(recomputed / settings.prefill_tps * 1000 + growth, 2)
 
 
 WARM_UP = [{"role": "user", "content": "Say OK."}]  # `core.experiments.base.warm_up`'s prompt
@@ -467,8 +503,7 @@ def _send(run: RunContext, settings: Settings, request: Request) -> Conversation
                                   extra=request.extra))
     if run.stopped():
         return None
-    predicted_ms = (round(request.predicted_recomputed / settings.prefill_tps * 1000, 2)
-                    if settings.prefill_tps else None)
+    predicted_ms = predict_ms(settings, request.predicted_recomputed, request.prompt_tokens)
     return _with_prediction(RoundResult.from_request(ID, request.round, result, strategy=request.strategy),
                             request, predicted_ms)
 

@@ -26,7 +26,7 @@ from core.experiments.base import (
 from core.experiments.prompts import input_length_messages, nonce, prompt_overhead
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
-from core.stats import LinearFit, linear_fit, median, spike
+from core.stats import LinearFit, QuadraticFit, linear_fit, median, quadratic_fit, spike
 
 ID = "input"
 ANSWER_TOKENS = 4  # experiment 1 asks for this many output tokens
@@ -87,6 +87,7 @@ class InputSummary:
     ttft_fit: LinearFit | None
     prefill_fit: LinearFit | None
     prefill_source: str | None = None  # "server" (prefill_ms), "client" (TTFT where the server reports none), both
+    prefill_curve: QuadraticFit | None = None  # ms = a + b n + c n² over prompt tokens n (c: attention's share)
 
     def ms_per_1k(self) -> float | None:
         fit = self.prefill_fit or self.ttft_fit
@@ -96,19 +97,21 @@ class InputSummary:
 def summarize_input(rows: Sequence[RoundResult]) -> InputSummary:
     """Prefill speed: tokens computed over the server's prefill time, or over TTFT where it reports none."""
     ok = measured_rows(rows, ID)
-    speeds, used = [], []
+    speeds, used, points = [], [], []
     for r in ok:
         tokens = r.recomputed_tokens if r.recomputed_tokens is not None else r.prompt_tokens
         ms = r.prefill_ms if r.prefill_ms is not None else r.ttft_ms
         if tokens and ms:
             speeds.append(tokens / ms * 1000)
             used.append(r)
+            points.append((float(tokens), float(ms)))
     prompt_tokens = [r.prompt_tokens for r in ok]
     return InputSummary(
         median(speeds),
         linear_fit(prompt_tokens, [r.ttft_ms for r in ok]),
         linear_fit(prompt_tokens, [r.prefill_ms for r in ok]),
         timed_by(used, "prefill_source"),
+        quadratic_fit([n for n, _ in points], [ms for _, ms in points]),
     )
 
 

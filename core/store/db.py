@@ -429,11 +429,12 @@ class RunStore:
         self._write("INSERT INTO rounds (run_id, seq, record) VALUES (?, COALESCE(?, (SELECT COUNT(*) FROM rounds "
                     "WHERE run_id = ?) + 1), ?)", (run_id, seq, run_id, self._text(run_id, compact(record))))
 
-    def add_all(self, run_id: str, records: Sequence[Record]) -> None:
-        """An import's rounds in one transaction (a commit per round made 100,000 rounds take 30 s). While the
-        database cannot take them they wait in memory, in order, as a run's rounds do (`_write`)."""
+    def add_all(self, run_id: str, records: Sequence[Record], first: int = 1) -> None:
+        """An import's rounds in one transaction (a commit per round made 100,000 rounds take 30 s), numbered
+        from ``first``. While the database cannot take them they wait in memory, in order, as a run's rounds do
+        (`_write`)."""
         sql = "INSERT INTO rounds (run_id, seq, record) VALUES (?, ?, ?)"
-        rows = [(run_id, seq, self._text(run_id, compact(record))) for seq, record in enumerate(records, start=1)]
+        rows = [(run_id, seq, self._text(run_id, compact(record))) for seq, record in enumerate(records, start=first)]
         with self._lock:
             if not self._pending or self.flush():
                 try:

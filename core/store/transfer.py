@@ -7,7 +7,9 @@ from the store also has ``"run"``: its label, machine, experiment, status and da
 one run per experiment.
 
 An import reads the whole file before it writes anything: a file that is not an export, or a
-record it does not understand, is refused with the file's name, the line and what was expected.
+record it does not understand, is refused with the file's name, the line and what was expected. It reads
+the file a value at a time (`core.store.stream`), twice: once to check it, once to store it a batch of
+records at a time, so that memory holds a batch and never the file.
 Old spellings (``reused_tokens``, ``prefix_cache``: `core.records.renamed`) are migrated; nothing else
 is guessed: a field this version does not know is refused, not dropped.
 
@@ -21,10 +23,11 @@ writes drop them. Reading is linear in the file's size (100,000 rounds: BENCHMAR
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, dataclass, fields
 from functools import cache
 from pathlib import Path
@@ -39,6 +42,7 @@ from core.secrets import without_keys
 from core.store.codec import record_from_dict
 from core.store.db import CUT, ENDED, IMPORTED, REFERENCE, RunStore, SavedRun
 from core.store.machine import machine_name
+from core.store.stream import Broken, JsonStream
 
 EXPORT_FORMAT = 1
 REFERENCE_FILE = Path(__file__).resolve().parents[2] / "samples" / "chapter_mac_studio.json"
@@ -79,10 +83,6 @@ def _constant(text: str) -> Any:
     raise _NotFinite(text)
 
 
-def _line(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
 def _depth_over(value: Any, limit: int) -> bool:
     """Whether ``value`` nests deeper than ``limit`` levels (no recursion)."""
     stack = [(value, 0)]
@@ -97,22 +97,6 @@ def _depth_over(value: Any, limit: int) -> bool:
     return False
 
 
-def _loads(text: str, name: str) -> Any:
-    """The export parsed, refused with the line of the first value no record can hold."""
-    try:
-        return json.loads(text, parse_float=_finite, parse_constant=_constant)
-    except _NotFinite as exc:
-        found = NOT_FINITE.search(text) or re.search(re.escape(str(exc)), text)
-        line = _line(text, found.start()) if found else 1
-        raise ImportRefused(f"{name}, line {line}: {exc} is not a number a run can hold (no NaN, no Infinity, "
-                            "nothing beyond a float's range). Correct that value, or export the run again.") from None
-    except json.JSONDecodeError as exc:
-        raise ImportRefused(f"{name}, line {exc.lineno}: not JSON ({exc.msg}). {HINT}") from exc
-    except RecursionError:
-        raise ImportRefused(f"{name}: JSON nested deeper than Python can read (an export is a few levels "
-                            f"deep). {HINT}") from None
-
-
 def _check_run(run: dict[str, Any]) -> None:
     """The run's dates: seconds since 1970 up to the year 9999, or null."""
     for name in ("started_at", "finished_at"):
@@ -122,34 +106,6 @@ def _check_run(run: dict[str, Any]) -> None:
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= LAST_DATE:
             raise ImportRefused(f"\"run\".{name} is {value!r}; a date is seconds since 1970 (up to the "
                                 "year 9999) or null. Correct it, or export the run again.")
-
-
-def _members(text: str, start: int, decoder: json.JSONDecoder) -> dict[str, int]:
-    """The offset of each member's value in the JSON object starting at ``start`` (the text is valid JSON)."""
-    offsets: dict[str, int] = {}
-    pos = start + 1
-    while True:
-        while text[pos] in " \t\r\n,":
-            pos += 1
-        if text[pos] == "}":
-            return offsets
-        key, pos = decoder.raw_decode(text, pos)
-        while text[pos] in " \t\r\n:":
-            pos += 1
-        offsets[key] = pos
-        _, pos = decoder.raw_decode(text, pos)
-
-
-def _element_line(text: str, start: int, index: int, decoder: json.JSONDecoder) -> int:
-    """The line of element ``index`` of the JSON array starting at ``start``: looked for only when that
-    element is refused (counting lines for every round read 19,000 rounds in 20 s)."""
-    pos = start + 1
-    for _ in range(index + 1):
-        while text[pos] in " \t\r\n,":
-            pos += 1
-        at = pos
-        _, pos = decoder.raw_decode(text, pos)
-    return _line(text, at)
 
 
 NUMBERS = frozenset({int, float})
@@ -215,61 +171,174 @@ def _check_record(data: Any, cls: type, where: str) -> None:
                     _measure(name, item, f"{where}, stream {number}")
 
 
-def read_export(text: str, name: str) -> list[Incoming]:
-    """Check an export and split it into runs; raise `ImportRefused` naming ``name`` and the line."""
-    decoder = json.JSONDecoder()
-    data = _loads(text, name)
-    if not isinstance(data, dict) or not ({"rounds", "levels"} & set(data)):
+def _record(item: Any, key: str, index: int) -> tuple[str, dict[str, Any]]:
+    """Element ``index`` of the ``key`` list checked: its experiment and its fields, old spellings made current."""
+    where = f"({key[:-1]} {index + 1})"
+    owners = OWNERS[key]
+    item = renamed(item) if isinstance(item, dict) else item
+    experiment = item.get("experiment") if isinstance(item, dict) and len(owners) > 1 else owners[0].id
+    if experiment not in EXPERIMENTS or EXPERIMENTS[experiment].records != key:
+        raise ImportRefused(f"{where}: unknown experiment {experiment!r}; expected one of "
+                            f"{', '.join(spec.id for spec in owners)}.")
+    _check_record(item, EXPERIMENTS[experiment].record, where)
+    return experiment, item
+
+
+RECORD_KEYS = tuple(dict.fromkeys(spec.records for spec in EXPERIMENTS.values()))  # "rounds", "levels"
+OWNERS = {key: [spec for spec in EXPERIMENTS.values() if spec.records == key] for key in RECORD_KEYS}
+DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
+BATCH = 1000  # records stored per transaction on an import's second reading
+Export = str | bytes | Path  # an export's text, an upload's bytes, or its file (never read whole)
+
+
+class _Reading:
+    """One reading of an export, a value at a time (`core.store.stream`): the members other than the records
+    are kept, each record is checked and handed on; the first record refused under each key is kept in
+    `refused` while the rest of the file is still read, so that a file broken further on is said as such."""
+
+    def __init__(self, export: Export, name: str) -> None:
+        self.export, self.name = export, name
+        self.members: dict[str, Any] = {}
+        self.lines: dict[str, int] = {}  # the line of each member's value
+        self.refused: dict[str, str] = {}
+
+    def records(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(experiment, fields) of each record, in the file's order; a file that is not JSON is refused here."""
+        raw = self.export.open("rb") if isinstance(self.export, Path) else io.BytesIO(
+            self.export.encode() if isinstance(self.export, str) else self.export)
+        with raw:
+            stream = JsonStream(raw, DECODER)
+            try:
+                yield from self._document(stream)
+            except Broken as exc:
+                raise ImportRefused(f"{self.name}, line {exc.line}: {exc.reason}. {HINT}") from None
+            except ImportRefused:
+                raise
+            except _NotFinite as exc:  # met in the value that starts where reading is
+                found = NOT_FINITE.search(stream.text, stream.pos) or re.compile(re.escape(str(exc))).search(
+                    stream.text, stream.pos)
+                raise ImportRefused(f"{self.name}, line {stream.line(found.start() if found else None)}: {exc} is "
+                                    "not a number a run can hold (no NaN, no Infinity, nothing beyond a float's "
+                                    "range). Correct that value, or export the run again.") from None
+            except ValueError:  # an integer longer than Python reads (4,300 digits)
+                raise ImportRefused(f"{self.name}, line {stream.line()}: a number too long to read (more than "
+                                    "4,300 digits); no run holds one. Correct that value, or export the run "
+                                    "again.") from None
+            except RecursionError:
+                raise ImportRefused(f"{self.name}: JSON nested deeper than Python can read (an export is a few "
+                                    f"levels deep). {HINT}") from None
+
+    def _document(self, stream: JsonStream) -> Iterator[tuple[str, dict[str, Any]]]:
+        if stream.peek() != "{":  # JSON or not? Read to its end (an array an element at a time)
+            if stream.peek() == "[":
+                for _ in stream.elements():
+                    stream.value()
+            else:
+                stream.value()
+            stream.end()
+            return
+        for key, line in stream.members():
+            if key in self.lines:
+                raise ImportRefused(f"{self.name}, line {line}: \"{key}\" is given twice; an export has one. {HINT}")
+            self.lines[key] = line
+            if key not in RECORD_KEYS or stream.peek() != "[":
+                self.members[key] = stream.value()
+                continue
+            self.members[key] = []
+            for index in stream.elements():
+                item = stream.value()
+                if key in self.refused:
+                    continue
+                try:
+                    yield _record(item, key, index)
+                except ImportRefused as exc:
+                    self.refused[key] = f"{self.name}, line {stream.line(stream.began)} {exc}"
+        stream.end()
+
+    def line(self, key: str) -> int:
+        return self.lines.get(key, 1)
+
+
+@dataclass(frozen=True)
+class _Survey:
+    """What the first reading of an export found: its settings and run, and per experiment its records."""
+
+    settings: dict[str, Any]
+    run: dict[str, Any]
+    counts: dict[str, int]
+
+
+def _survey(export: Export, name: str) -> _Survey:
+    """Read the whole export once, keeping no record; raise `ImportRefused` naming ``name`` and the line."""
+    reading = _Reading(export, name)
+    counts: dict[str, int] = {}
+    for experiment, _ in reading.records():
+        counts[experiment] = counts.get(experiment, 0) + 1
+    data = reading.members
+    if not ({"rounds", "levels"} & set(data)):
         raise ImportRefused(f"{name}, line 1: JSON, but not a Prefill Lab export (no \"rounds\" or \"levels\"). "
                             f"{HINT}")
-    top = text.index("{")
-
-    def line(key: str) -> int:
-        """The line of a top-level member, looked for only for a message (it parses the file again)."""
-        return _line(text, _members(text, top, decoder).get(key, top))
-
     run = data.get("run") or {}
     if not isinstance(run, dict):
-        raise ImportRefused(f"{name}, line {line('run')}: \"run\" should be an object.")
+        raise ImportRefused(f"{name}, line {reading.line('run')}: \"run\" should be an object.")
     version = run.get("format", 1)
     if not isinstance(version, int) or version > EXPORT_FORMAT:
-        raise ImportRefused(f"{name}, line {line('run')}: export format {version!r} is from a newer "
+        raise ImportRefused(f"{name}, line {reading.line('run')}: export format {version!r} is from a newer "
                             f"Prefill Lab (this one reads up to {EXPORT_FORMAT}). Import it with that version.")
     try:
         _check_run(run)
     except ImportRefused as exc:
-        raise ImportRefused(f"{name}, line {line('run')}: {exc}") from None
+        raise ImportRefused(f"{name}, line {reading.line('run')}: {exc}") from None
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
-        raise ImportRefused(f"{name}, line {line('settings')}: \"settings\" should be an object.")
+        raise ImportRefused(f"{name}, line {reading.line('settings')}: \"settings\" should be an object.")
     for key, value in (("settings", settings), ("run", run)):
         if _depth_over(value, MAX_DEPTH):
-            raise ImportRefused(f"{name}, line {line(key)}: \"{key}\" is nested more than {MAX_DEPTH} "
+            raise ImportRefused(f"{name}, line {reading.line(key)}: \"{key}\" is nested more than {MAX_DEPTH} "
                                 f"levels deep; an export's is a few levels. {HINT}")
-    settings = without_keys(renamed(settings))
-    by_experiment: dict[str, list[Record]] = {}
-    for key in dict.fromkeys(spec.records for spec in EXPERIMENTS.values()):  # "rounds", "levels"
-        items = data.get(key) or []
-        if not isinstance(items, list):
-            raise ImportRefused(f"{name}, line {line(key)}: \"{key}\" should be a list.")
-        owners = [spec for spec in EXPERIMENTS.values() if spec.records == key]
-        for index, item in enumerate(items):
-            where = f"({key[:-1]} {index + 1})"
-            try:
-                item = renamed(item) if isinstance(item, dict) else item
-                experiment = item.get("experiment") if isinstance(item, dict) and len(owners) > 1 else owners[0].id
-                if experiment not in EXPERIMENTS or EXPERIMENTS[experiment].records != key:
-                    raise ImportRefused(f"{where}: unknown experiment {experiment!r}; expected one of "
-                                        f"{', '.join(spec.id for spec in owners)}.")
-                _check_record(item, EXPERIMENTS[experiment].record, where)
-            except ImportRefused as exc:
-                at = _element_line(text, _members(text, top, decoder)[key], index, decoder)
-                raise ImportRefused(f"{name}, line {at} {exc}") from None
-            by_experiment.setdefault(experiment, []).append(record_from_dict(experiment, item))
-    if not by_experiment:
+    for key in RECORD_KEYS:
+        if not isinstance(data.get(key) or [], list):
+            raise ImportRefused(f"{name}, line {reading.line(key)}: \"{key}\" should be a list.")
+        if key in reading.refused:
+            raise ImportRefused(reading.refused[key])
+    if not counts:
         raise ImportRefused(f"{name}, line 1: an export with no rounds or levels; nothing to import.")
-    return [Incoming(experiment, own_settings(settings, experiment), records, run)
-            for experiment, records in by_experiment.items()]
+    order = {experiment: counts[experiment] for key in RECORD_KEYS for experiment in counts
+             if EXPERIMENTS[experiment].records == key}
+    return _Survey(without_keys(renamed(settings)), run, order)
+
+
+def _batches(export: Export, name: str, survey: _Survey) -> Iterator[tuple[str, int, list[Record]]]:
+    """The second reading: (experiment, number of its first record, records) a `BATCH` at a time."""
+    reading = _Reading(export, name)
+    waiting: dict[str, list[Record]] = {experiment: [] for experiment in survey.counts}
+    done = dict.fromkeys(survey.counts, 0)
+    for experiment, item in reading.records():
+        if experiment not in waiting:
+            raise ImportRefused(f"{name} changed while it was imported (a run of {experiment} appeared). "
+                                "Import it again.")
+        batch = waiting[experiment]
+        batch.append(record_from_dict(experiment, item))
+        if len(batch) == BATCH:
+            yield experiment, done[experiment] + 1, batch
+            done[experiment] += len(batch)
+            waiting[experiment] = []
+    if reading.refused or any(done[e] + len(waiting[e]) != n for e, n in survey.counts.items()):
+        raise ImportRefused(f"{name} changed while it was imported. Import it again.")
+    for experiment, batch in waiting.items():
+        if batch:
+            yield experiment, done[experiment] + 1, batch
+
+
+def read_export(export: Export, name: str) -> list[Incoming]:
+    """Check an export and split it into runs, every record in memory; raise `ImportRefused` naming ``name``
+    and the line."""
+    survey = _survey(export, name)
+    records: dict[str, list[Record]] = {experiment: [] for experiment in survey.counts}
+    for experiment, _, batch in _batches(export, name, survey):
+        records[experiment] += batch
+    return [Incoming(experiment, own_settings(survey.settings, experiment), rows, survey.run)
+            for experiment, rows in records.items()]
 
 
 def own_settings(settings: dict[str, Any], experiment: str) -> dict[str, Any]:
@@ -294,27 +363,40 @@ def _summary(found: Any) -> dict[str, Any]:
     return summary
 
 
-def import_export(store: RunStore, text: str, name: str, owner: str = "", source: str = IMPORTED,
+def _begin(store: RunStore, survey: _Survey, experiment: str, name: str, owner: str, source: str,
+           run_id: str | None) -> str:
+    """A stored run for ``experiment``'s records of an export, still running until they are all in."""
+    run, settings = survey.run, own_settings(survey.settings, experiment)
+    label = str(run.get("label") or f"{settings.get('backend', '?')} · {settings.get('model', '?')} "
+                f"· {Path(name).name}")
+    machine = without_keys(run["machine"]) if isinstance(run.get("machine"), dict) else {"label": f"imported: {name}"}
+    started = run.get("started_at") if isinstance(run.get("started_at"), int | float) else None
+    return store.begin(experiment, settings, label=label, machine=machine, owner=owner, source=source,
+                       run_id=run_id, started_at=started)
+
+
+def import_export(store: RunStore, export: Export, name: str, owner: str = "", source: str = IMPORTED,
                   run_id: str | None = None) -> list[str]:
-    """Store every run of an export (all or none are checked first); return their ids."""
-    incoming = read_export(text, name)
-    ids = []
-    for item in incoming:
-        run = item.run
-        label = str(run.get("label") or f"{item.settings.get('backend', '?')} · {item.settings.get('model', '?')} "
-                    f"· {Path(name).name}")
-        machine = without_keys(run["machine"]) if isinstance(run.get("machine"), dict) else {
-            "label": f"imported: {name}"}
-        status = str(run["status"]) if run.get("status") in (*ENDED, CUT) else DONE
-        started = run.get("started_at") if isinstance(run.get("started_at"), int | float) else None
-        new_id = store.begin(item.experiment, item.settings, label=label, machine=machine, owner=owner,
-                             source=source, run_id=run_id if len(incoming) == 1 else None, started_at=started)
-        store.add_all(new_id, item.records)
-        finished = run.get("finished_at") if isinstance(run.get("finished_at"), int | float) else None
-        summary = _summary(run.get("summary"))
-        store.finish(new_id, status, summary, finished_at=finished)
-        ids.append(new_id)
-    return ids
+    """Store every run of an export and return their ids. The file is read to its end and checked before
+    anything is written, then read again and stored a `BATCH` of records at a time, so that memory holds a
+    batch, never the file; runs begun by a second reading that fails (a file changed meanwhile, Ctrl-C) are
+    deleted again."""
+    survey = _survey(export, name)
+    ids = {experiment: _begin(store, survey, experiment, name, owner, source,
+                              run_id if len(survey.counts) == 1 else None) for experiment in survey.counts}
+    try:
+        for experiment, first, batch in _batches(export, name, survey):
+            store.add_all(ids[experiment], batch, first=first)
+    except BaseException:
+        for begun in ids.values():
+            store.delete(begun)
+        raise
+    run = survey.run
+    status = str(run["status"]) if run.get("status") in (*ENDED, CUT) else DONE
+    finished = run.get("finished_at") if isinstance(run.get("finished_at"), int | float) else None
+    for new_id in ids.values():
+        store.finish(new_id, status, _summary(run.get("summary")), finished_at=finished)
+    return list(ids.values())
 
 
 def _date(value: Any) -> float | None:

@@ -3,6 +3,8 @@ the provider's measured hits shown, and input it cannot read reported as an erro
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.support.apptest import ROOT, api_state, app, rendered
@@ -97,3 +99,16 @@ def test_the_rendering_is_named_in_the_visitors_language(fake_api):
     at = upload(fake_api, "agent.jsonl", (FIXTURES / "timestamp.jsonl").read_bytes(), lang="zh")
     captions = [c.value for c in at.caption]
     assert any("稳定序列化" in c for c in captions) and not any("stable serialization" in c for c in captions)
+
+
+@pytest.mark.slow
+def test_a_trace_on_the_chinese_page_is_noted_and_its_rule_described_in_chinese(fake_api):
+    """Two instrumentations of one SDK call (tests/data/doctor/traces/sdk, as the OpenTelemetry SDK wrote it):
+    the notes of what was read and the provider rule's description in Chinese, not the English core/ prints."""
+    trace = FIXTURES / "traces" / "sdk" / "console_two_instrumentations.json"
+    at = upload(fake_api, "trace.json", trace.read_bytes(), lang="zh")
+    captions = [c.value for c in at.caption]
+    assert any(c.startswith("按轨迹读取") and "8 个LLM span，合为 4 次调用" in c for c in captions), captions
+    assert any("个LLM span嵌套在同一次调用的另一条记录中" in c for c in captions), captions
+    rule = next(c for c in captions if c.startswith("规则："))
+    assert "read as a trace" not in " ".join(captions) and re.search(r"规则：[^A-Za-z]{8}", rule), rule

@@ -8,6 +8,7 @@ from core import doctor
 from core.charts.doctor import measured_chart, timeline_chart
 from core.doctor import BILLING_RULES
 from core.doctor.diagnostics import DIAGNOSTICS
+from core.words import in_words
 from ui.text import Texts
 
 
@@ -95,7 +96,8 @@ def billing_section(name: str, analysis: doctor.Analysis, t: Texts) -> None:
     usual = max(names, key=[f.provider for f in analysis.findings].count)
     rule_name = st.selectbox(t("doctor.provider_rule"), names, index=names.index(usual), key=f"doctor_rule_{name}")
     base = BILLING_RULES[rule_name]
-    st.caption(t("doctor_input.rule_source", note=base.note, source=base.source, checked=base.checked))
+    st.caption(t("doctor_input.rule_source", note=in_words(base.described(), t), source=base.source,
+                 checked=base.checked))
     edited = st.data_editor(
         pd.DataFrame([{"minimum": base.minimum, "step": base.step, "input_per_million": base.input_per_million,
                        "cached_per_million": base.cached_per_million}]),

@@ -13,6 +13,7 @@ from core.experiments.batch import BatchSummary, summarize_batch
 from core.export import Record
 from core.records import RoundResult
 from core.runs.runner import BackgroundRun
+from core.stats import QuadraticFit
 from ui.runs.saved import latest_saved
 from ui.text import Texts
 
@@ -48,6 +49,7 @@ class Measured:
     ms_per_output_token: float | None
     cache: dict[str, prefix_cache.StrategySummary]
     batch: BatchSummary | None = None  # experiment 4: its first and last level
+    prefill_curve: QuadraticFit | None = None  # experiment 1's prefill ms over prompt tokens
 
     @property
     def ratio(self) -> float | None:
@@ -61,7 +63,7 @@ def measured() -> Measured:
     out = output_length.summarize_output(rows_of(output_length.ID, RoundResult))
     return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
                     prefix_cache.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
-                    summarize_batch(rows_of(batch.ID, batch.BatchLevel)))
+                    summarize_batch(rows_of(batch.ID, batch.BatchLevel)), inp.prefill_curve)
 
 
 def compaction_measured(t: Texts) -> str:

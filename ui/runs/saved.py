@@ -199,9 +199,7 @@ def saved_list(t: Texts, experiment: str) -> None:
 def import_upload(t: Texts, name: str, data: bytes) -> None:
     """Import an uploaded export into this visitor's runs; say what came in, or why not (file and line)."""
     try:
-        ids = import_export(run_store(), data.decode("utf-8"), name, owner=owner())
-    except UnicodeDecodeError:
-        st.error(t("runs.import_refused", error=f"{name} is not UTF-8 text."))
+        ids = import_export(run_store(), data, name, owner=owner())
     except ImportRefused as exc:
         st.error(t("runs.import_refused", error=str(exc)))
     else:

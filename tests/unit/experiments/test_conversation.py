@@ -10,10 +10,12 @@ import pytest
 from core.charts import CHARTS
 from core.charts.base import RunView
 from core.conclusions import NO_DATA, NOT_SHOWN, SHOWN, MachineState, render
-from core.experiments import EXPERIMENTS
+from core.experiments import EXPERIMENTS, input_length
 from core.experiments import conversation as ex
 from core.experiments.prices import PRICE_LISTS, PriceList, input_cost
 from core.export import from_json, to_json
+from core.records import RoundResult
+from core.stats import QuadraticFit
 from core.words import ContentWords
 
 
@@ -111,6 +113,39 @@ def test_the_prediction_of_keep_is_each_rounds_new_question_and_answer():
     system = len(pieces(window[0].messages[:1]))
     # cached: the system prompt and what the next message happens to start with (its role marker, a piece or two)
     assert all(0 <= r.prompt_tokens - r.predicted_recomputed - system <= 3 for r in sliding)
+
+
+def test_the_time_prediction_counts_the_attention_over_what_is_cached():
+    """Experiment 1's curve T(n) = a + b n + c n²: k new tokens after c cached cost T(c + k) - T(c)."""
+    curve = QuadraticFit(a=30.0, b=2.0, c=0.0005, r2=0.99)
+    settings = ex.with_prediction(ex.Settings(), curve, 400.0, 900.0)
+    assert (settings.prefill_tps, settings.attention_ns, settings.predicted_from) == (500.0, 500.0, "measured")
+    for cached, k in ((0, 500), (3000, 150), (900, 400)):
+        assert ex.predict_ms(settings, k, cached + k) == pytest.approx(curve.at(cached + k) - curve.at(cached))
+    late, early = ex.predict_ms(settings, 150, 3150), ex.predict_ms(settings, 150, 150)
+    assert late and early and late > 2 * early, "the same 150 tokens cost more behind 3,000 cached"
+
+
+def test_the_prediction_takes_the_runs_own_rate_then_the_curve_then_the_median_then_the_roofline():
+    carried = ex.Settings(prefill_tps=123.0, predicted_from="engine probe")
+    good, bent = QuadraticFit(1.0, 2.0, 0.0001, 0.99), QuadraticFit(1.0, 2.0, -0.001, 0.99)
+    loose = QuadraticFit(1.0, 2.0, 0.0001, 0.5)
+    assert ex.with_prediction(carried, good, 400.0, 900.0) == carried
+    assert ex.with_prediction(ex.Settings(), good, 400.0, 900.0).attention_ns == 100.0
+    for curve in (bent, loose, None):  # a curve bending down, or one that does not fit its points: the median
+        chosen = ex.with_prediction(ex.Settings(), curve, 400.0, 900.0)
+        assert (chosen.prefill_tps, chosen.attention_ns, chosen.predicted_from) == (400.0, None, "measured")
+    roof = ex.with_prediction(ex.Settings(), None, None, 900.0)
+    assert (roof.prefill_tps, roof.predicted_from) == (900.0, "roofline")
+    assert ex.with_prediction(ex.Settings(), None, None, None).prefill_tps is None
+    assert ex.predict_ms(ex.Settings(), 100, 200) is None
+
+
+def test_experiment_1_fits_its_curve_through_its_rounds():
+    rows = [RoundResult(input_length.ID, i, prompt_tokens=n, recomputed_tokens=n, ttft_ms=30 + 2 * n + 0.0005 * n * n,
+                        prefill_ms=20 + 2 * n + 0.0005 * n * n) for i, n in enumerate((256, 512, 1024, 2048, 4096), 1)]
+    curve = input_length.summarize_input(rows).prefill_curve
+    assert curve is not None and curve.c == pytest.approx(0.0005) and curve.b == pytest.approx(2.0)
 
 
 def test_reuse_is_asked_for_the_reuse_variant_only():

@@ -16,7 +16,8 @@ import pytest
 
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.records import RoundResult
-from core.store.transfer import read_export
+from core.store import RunStore
+from core.store.transfer import import_export, read_export
 from tests.support import ROOT
 from tests.support.fake_openai import FakeOpenAIServer
 
@@ -131,3 +132,7 @@ def test_two_experiments_in_one_export_keep_their_own_same_named_settings(fake_a
     imported = {item.experiment: item.settings for item in read_export(out.read_text(), "run.json")}
     assert imported["batch"]["prompt_tokens"] == 600 and imported["arrivals"]["prompt_tokens"] == 100
     assert imported["arrivals"]["model"] == "ok" and "batch" not in imported["arrivals"]
+    store = RunStore.memory()
+    stored = {run.experiment: run.settings for run in map(store.get, import_export(store, out.read_text(), "run.json"))
+              if run is not None}
+    assert (stored["batch"]["prompt_tokens"], stored["arrivals"]["prompt_tokens"]) == (600, 100)

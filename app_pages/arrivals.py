@@ -1,6 +1,7 @@
 """Experiment 8: requests arriving over time. TTFT stays flat while the server keeps up, then the queue takes over."""
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -12,6 +13,7 @@ from core.experiments import arrivals as ar
 from core.experiments.prices import PRICE_LISTS
 from ui.roofline import local_backend
 from ui.runs import ExperimentPlan, Records, explain, measured, run_controls, show_run
+from ui.session import hosted
 from ui.text import Texts, texts
 
 RATES = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
@@ -92,7 +94,8 @@ t = texts()
 st.title(t("arrivals.title"))
 st.markdown(t.rich("arrivals.idea"), unsafe_allow_html=True)
 st.caption(t("arrivals.arrivals_note"))
-choices = RATES if local_backend() else API_RATES
+demo = hosted()  # its admission refuses a faster rate or more open streams whatever this page offers
+choices = RATES if local_backend() else [r for r in API_RATES if demo.max_rate is None or r <= demo.max_rate]
 st.session_state["arrivals_rates"] = [r for r in st.session_state["arrivals_rates"] if r in choices]
 with st.expander(t("common.settings"), expanded=True):
     rates = sorted(st.multiselect(t("arrivals.rates"), choices, key="arrivals_rates", help=t("arrivals.rates_help"),
@@ -113,6 +116,9 @@ m = measured()
 decode = m.decode_tps or (m.batch.first.aggregate_decode_tps if m.batch else None)
 if m.prefill_tps and decode:  # experiments 1 and 2 (or 4 at its smallest N) of this session, or saved
     settings = ar.with_rates(settings, m.prefill_tps, decode)
+if demo.hosted:
+    settings = replace(settings, max_open=demo.max_concurrency)
+    st.caption(t("arrivals.hosted_cap", open=demo.max_concurrency, rate=demo.max_rate))
 capacity_note(t, settings)
 plan_note(t, settings)
 show_run(run_controls(ExperimentPlan.of(EXPERIMENTS[ar.ID], settings)), draw, ar.ID, LEVELS)

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 from bench.common import RESULTS, finish, spread, table
 from core.backends import LlamaServerBackend
@@ -23,6 +20,7 @@ from core.experiments import arrivals as ar
 from core.experiments.base import RunContext, exported_settings
 from core.export import to_json
 from core.stats import nearest_rank
+from tests.support.fake_slot import SlotProcess
 
 SWEEP_GOAL_S, CLIENT_GOAL_MS = 240.0, 1.0
 CLIENT_RATES = (3.0, 20.0, 50.0)  # the default sweep's highest, then far above it; the fake serves ~200/s
@@ -51,24 +49,13 @@ def sweep() -> dict:
             "levels": [{k: v for k, v in lv.to_dict().items() if k != "streams"} for lv in levels]}
 
 
-FAKE = ("import sys; from tests.support.fake_slot import OneSlotServer\n"
-        "with OneSlotServer(prefill_s=0.002, token_s=0.001) as server:\n"
-        "    print(server.url, flush=True); sys.stdin.read()")
-
-
 def client_delay() -> dict:
     """Scheduled -> sent for every request at each rate, against the one-slot fake (a request ~5 ms) in a process of
     its own, so that its threads do not share this client's interpreter lock."""
     rows = {}
-    fake = subprocess.Popen([sys.executable, "-c", FAKE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
-    try:
-        url = fake.stdout.readline().strip() if fake.stdout else ""
-        with LlamaServerBackend(url) as backend:
-            for rate in CLIENT_RATES:
-                rows[f"{rate:g}/s"] = _delays(backend, rate)
-    finally:
-        fake.communicate("")
+    with SlotProcess(prefill_s=0.002, token_s=0.001) as fake, LlamaServerBackend(fake.url) as backend:
+        for rate in CLIENT_RATES:
+            rows[f"{rate:g}/s"] = _delays(backend, rate)
     return {name: spread(values) | {"p99": nearest_rank(values, 99) or 0.0} for name, values in rows.items()}
 
 

@@ -12,7 +12,8 @@ app; the environment alone elsewhere), so an operator configures a deploy in one
 | ``PREFILL_LAB_MAX_DOC_MB`` | size of an uploaded document | 1 |
 | ``PREFILL_LAB_MAX_TOKENS_PER_RUN`` | estimated prompt + output tokens in one run | 300000 |
 | ``PREFILL_LAB_MAX_CONCURRENT_RUNS`` | runs at once, all visitors together; more wait in line, in order | 4 |
-| ``PREFILL_LAB_MAX_CONCURRENCY`` | requests at once in one run (experiment 4's largest N) | 4 |
+| ``PREFILL_LAB_MAX_CONCURRENCY`` | requests open at once in one run (experiment 4's largest N, 8's open streams) | 4 |
+| ``PREFILL_LAB_MAX_RATE`` | requests per second one run may schedule (experiment 8's highest rate) | 1 |
 | ``PREFILL_LAB_MAX_WAITING_RUNS`` | runs that may wait in line; the next visitor is told to come back | 20 |
 | ``PREFILL_LAB_MAX_RUNS_PER_VISITOR`` | runs one visitor may have going or waiting at once | 1 |
 | ``PREFILL_LAB_MAX_TOKENS_PER_VISITOR`` | tokens one visitor may spend on the operator's key in 24 hours | 600000 |
@@ -61,6 +62,8 @@ class Refused(ValueError):
     TEXTS: ClassVar[dict[str, str]] = {
         "concurrency": "This run sends {concurrency} requests at once; this demo allows {allowed}. "
                        "Choose smaller concurrency levels.",
+        "rate": "This run schedules up to {rate:g} requests a second; this demo allows {allowed:g}. "
+                "Choose lower rates.",
         "rounds": "This run has {rounds} requests; this demo allows {allowed} per run. "
                   "Choose fewer rounds, sizes or strategies.",
         "run_tokens": "This run would send about {tokens:,} tokens; this demo allows {allowed:,} per run. "
@@ -119,6 +122,7 @@ class HostedSettings:
     max_concurrent_runs: int | None = None
     max_waiting_runs: int | None = None
     max_concurrency: int | None = None
+    max_rate: float | None = None
     max_runs_per_visitor: int | None = None
     max_tokens_per_visitor: int | None = None
     max_tokens_per_hour: int | None = None
@@ -131,8 +135,13 @@ class HostedSettings:
         if self.max_concurrency is not None and concurrency > self.max_concurrency:
             raise Refused("concurrency", concurrency=concurrency, allowed=self.max_concurrency)
 
-    def check_run(self, planned_rounds: int, planned_tokens: int) -> None:
-        """Raise `Refused` when a run would go over its budget (concurrency: `BackgroundRun.start`)."""
+    def check_run(self, planned_rounds: int, planned_tokens: int, at_once: int = 1,
+                  per_second: float | None = None) -> None:
+        """Raise `Refused` when a run would go over its limits: its requests, tokens, requests open at once (a
+        stranger's run never opens more streams on the operator's key than allowed) and rate."""
+        self.check_concurrency(at_once)
+        if self.max_rate is not None and per_second is not None and per_second > self.max_rate:
+            raise Refused("rate", rate=per_second, allowed=self.max_rate)
         if self.max_rounds is not None and planned_rounds > self.max_rounds:
             raise Refused("rounds", rounds=planned_rounds, allowed=self.max_rounds)
         if self.max_tokens_per_run is not None and planned_tokens > self.max_tokens_per_run:
@@ -158,6 +167,7 @@ def load_settings(get: Getter) -> HostedSettings:
         max_concurrent_runs=_int(get("PREFILL_LAB_MAX_CONCURRENT_RUNS"), 4),
         max_waiting_runs=_int(get("PREFILL_LAB_MAX_WAITING_RUNS"), 20),
         max_concurrency=_int(get("PREFILL_LAB_MAX_CONCURRENCY"), 4),
+        max_rate=_number(get("PREFILL_LAB_MAX_RATE"), 1.0),
         max_runs_per_visitor=_int(get("PREFILL_LAB_MAX_RUNS_PER_VISITOR"), 1),
         max_tokens_per_visitor=_int(get("PREFILL_LAB_MAX_TOKENS_PER_VISITOR"), 600_000),
         max_tokens_per_hour=_int(get("PREFILL_LAB_MAX_TOKENS_PER_HOUR"), 1_000_000),

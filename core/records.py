@@ -56,6 +56,8 @@ class RequestResult:
     server_decode_tokens: int | None = None  # llama-server's predicted_n: every answer token, the first included
     unreadable_fields: list[str] = field(default_factory=list)  # sent by the server but not a number: left out
     sent_at: float | None = None  # the backend clock when the request was sent: the times above count from it
+    server_processing_ms: float | None = None  # the server's own time before its response, from its header
+    # (`core.backends.base.PROCESSING_HEADER`): queue and prefill together, unsplit
     prompt_started_s: float | None = None  # when the server said it began this prompt (llama-server's prompt_progress,
     # read back to its start), on the stream clock: queue plus the network's round trip after the send
 

@@ -30,11 +30,16 @@ from core.backends.chunks import ProgressCallback, StreamState, delta_parts
 from core.backends.errors import error_text, http_error_message, not_streaming_message, redirect_message
 from core.backends.sockets import abortable
 from core.backends.sse import LineTooLong, iter_sse_lines, sse_field
-from core.backends.usage import Usage, find_usage, read_usage
+from core.backends.usage import Usage, find_usage, number, read_usage
 from core.records import RequestResult
 from core.secrets import redact, scrubbed
 
 STOPPED_BY_USER = "Stopped by the user."
+# OpenAI's API says, in whole milliseconds, how long it processed a request before its response (llama-cpp-python's
+# server sends it too). Others were looked for: TGI's x-queue-time and x-inference-time come only with a response
+# that is not streamed (the times are known once it is generated), vLLM's proposed x-vllm-* headers were not merged,
+# and Envoy's x-envoy-upstream-service-time includes the network behind the proxy, so none is read.
+PROCESSING_HEADER = "openai-processing-ms"
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 DEFAULT_DEADLINE_S = 600.0  # the longest one request may take, first byte to last (``--deadline``)
 
@@ -60,6 +65,22 @@ def apply_usage(result: RequestResult, usage: Usage, source: str) -> None:
         result.recomputed_tokens = usage.recomputed_tokens
     elif result.prompt_tokens is not None and usage.cached_tokens <= result.prompt_tokens:  # else the counts disagree
         result.recomputed_tokens = result.prompt_tokens - usage.cached_tokens
+
+
+def read_processing(headers: httpx.Headers, result: RequestResult) -> None:
+    """The server's own processing time from `PROCESSING_HEADER`, where it sends one; a value that is not a number
+    of milliseconds is named in ``unreadable_fields`` and left out."""
+    text = headers.get(PROCESSING_HEADER)
+    if text is None:
+        return
+    try:
+        value = number(float(text))
+    except ValueError:
+        value = None
+    if value is None:
+        result.unreadable_fields.append(f"header {PROCESSING_HEADER} = {text!r:.40} (not a number of milliseconds)")
+    else:
+        result.server_processing_ms = value
 
 
 @dataclass
@@ -197,6 +218,7 @@ class StreamingBackend:
                     response.read()
                     result.error = not_streaming_message(response, self.model)
                 else:
+                    read_processing(response.headers, result)
                     self._read_stream(response, state, start, cancel, request.max_tokens)
         except httpx.ConnectError as exc:
             result.error = f"Cannot connect to {self.base_url}: is the server running? ({exc})"

@@ -17,7 +17,8 @@ from core.experiments.arrivals import PARTS, ArrivalLevel, goodput, summarize
 from core.words import Words
 
 LevelRuns = Sequence[RunView[ArrivalLevel]]
-PART_COLOURS = {"client": SERIES[0], "network": SERIES[2], "queue": DECODE, "prefill": PREFILL, "rest": SERIES[5]}
+PART_COLOURS = {"client": SERIES[0], "network": SERIES[2], "queue": DECODE, "prefill": PREFILL, "server": SERIES[4],
+                "rest": SERIES[5]}
 
 
 def _levels(runs: LevelRuns) -> list[tuple[str, ArrivalLevel]]:
@@ -65,8 +66,8 @@ def ttft_chart(runs: LevelRuns, t: Words) -> alt.LayerChart | None:
 
 
 def split_chart(runs: LevelRuns, t: Words) -> alt.Chart | None:
-    """The current run's mean TTFT per rate, stacked: client, network, queue, prefill, rest (parts not reported
-    are left out; the rest then holds them)."""
+    """The current run's mean TTFT per rate, stacked: client, network, queue, prefill, server, rest (parts not
+    reported are left out; the rest then holds them)."""
     names = {part: t(f"arrivals.part_{part}") for part in PARTS}
     rows = [{"rate": f"{lv.rate:g}", "part": names[part], "order": i, "ms": getattr(lv, f"{part}_mean_ms")}
             for _, lv in _levels(runs[:1]) for i, part in enumerate(PARTS)

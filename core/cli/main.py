@@ -45,8 +45,8 @@ from core.cli.outputs import check_outputs
 from core.cli.target import add_target_arguments, apply_deadline, connection_with_slots, target_from_args
 from core.conclusions import conclusion_of, paragraph
 from core.engine.server import EngineError
-from core.experiments import EXPERIMENTS, Experiment
-from core.experiments.base import Plan, RunContext, Source, Table, exported_settings
+from core.experiments import EXPERIMENTS, Experiment, declared_options
+from core.experiments.base import Option, Plan, RunContext, Source, Table, exported_settings
 from core.export import Record, to_csv, to_json
 from core.runs import BackgroundRun, Events, NotStarted, Visit, start_run
 from core.store import RunStore
@@ -65,20 +65,23 @@ def _default_text(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
+def _option_help(option: Option, specs: Sequence[Experiment]) -> str:
+    """Its help, the experiments it sets when shared, and each one's default where they differ."""
+    defaults = {spec.id: _default_text(getattr(spec.settings(), option.dest)) for spec in specs}
+    default = option.default_text or (next(iter(defaults.values())) if len(set(defaults.values())) == 1
+                                      else ", ".join(f"{name} {value}" for name, value in defaults.items()))
+    shared = f"; sets {', '.join(defaults)}" if len(specs) > 1 else ""
+    return f"{option.help}{shared} (default {default})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m core", description="Measure prefill, decode and prefix caching.")
     add_target_arguments(parser, list(BACKENDS), None)
     lines = "; ".join(f"{spec.id}: {spec.title}" for spec in EXPERIMENTS.values())
     parser.add_argument("--only", choices=list(EXPERIMENTS), action="append",
                         help=f"run only this experiment (repeatable; default: {', '.join(DEFAULT_RUN)}). {lines}")
-    added: set[str] = set()
-    for spec in EXPERIMENTS.values():  # each option once, even when two experiments share it (--repeats)
-        defaults = spec.settings()
-        for option in spec.options:
-            if option.dest not in added:
-                added.add(option.dest)
-                default = option.default_text or _default_text(getattr(defaults, option.dest))
-                parser.add_argument(option.flag, type=option.parse, help=f"{option.help} (default {default})")
+    for option, specs in declared_options().values():  # each once, for every experiment that has it (--repeats)
+        parser.add_argument(option.flag, type=option.parse, help=_option_help(option, specs))
     parser.add_argument("--json", type=Path, help="write settings and records as JSON")
     parser.add_argument("--csv", type=Path, help="write rounds as CSV (experiment 4 alone: its levels)")
     parser.add_argument("--no-save", action="store_true",
@@ -232,11 +235,11 @@ def run_experiments(args: argparse.Namespace) -> int:
         except (EngineError, httpx.HTTPError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        settings = {**conn.describe(), "only": only, "deadline_s": args.deadline}
+        # each experiment's settings under its id: two experiments' same-named fields (prompt_tokens) never meet
+        settings = {**conn.describe(), "only": only, "deadline_s": args.deadline,
+                    **{spec.id: exported_settings(prepared[spec.id]) for spec in specs}}
         store = None if args.no_save else runs_cli.open_for_cli()
         label = f"{conn.name} · {conn.info.get('model') or conn.backend.model} · {datetime.now():%Y-%m-%d %H:%M}"
-        for spec in EXPERIMENTS.values():
-            settings.update(exported_settings(prepared.get(spec.id, chosen[spec.id])))
         shown: Table | None = None
         interrupted = False
         ended: dict[str, BackgroundRun] = {}  # each experiment's run, with its state and conclusion

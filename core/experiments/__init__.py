@@ -60,10 +60,20 @@ EXPERIMENTS: dict[str, Experiment] = {spec.id: spec for spec in (
 )}
 
 
+def declared_options() -> dict[str, tuple[Option, list[Experiment]]]:
+    """Each command-line flag once, with the experiments that declare it (a shared one, such as
+    ``--prompt-tokens``, is one `Option` object: one meaning, one type)."""
+    found: dict[str, tuple[Option, list[Experiment]]] = {}
+    for spec in EXPERIMENTS.values():
+        for option in spec.options:
+            found.setdefault(option.flag, (option, []))[1].append(spec)
+    return found
+
+
 def records_key(experiment: str) -> str:
     """Where an export keeps ``experiment``'s records (``rounds`` for anything not registered, e.g. the doctor)."""
     spec = EXPERIMENTS.get(experiment)
     return spec.records if spec else "rounds"
 
 
-__all__ = ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "records_key"]
+__all__ = ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "declared_options", "records_key"]

@@ -18,11 +18,15 @@ from the send reports the wait away: the coordinated-omission error). The rest o
   when (the first ``prompt_progress`` chunk, which it sends as it starts a prompt, ``time_ms`` 0). A server that
   does not say (a chat API) leaves it "not reported" (None), never 0;
 - **prefill**: the server's own ``prompt_ms`` where reported;
-- **rest**: what remains (the first token's sampling and delivery; for an API, the unsplit server time). The
-  server's prefill clock starts a moment before its first progress chunk reaches the client: that overlap is
-  taken off the queue, so no part is below 0.
+- **server**: where a server reports neither but sends its own processing time in a header (OpenAI's
+  ``openai-processing-ms``, `core.backends.base.PROCESSING_HEADER`): queue and prefill together, unsplit;
+  None ("not reported") otherwise;
+- **rest**: what remains (the first token's sampling and delivery; for an API without the header, the unsplit
+  server time). The server's prefill clock starts a moment before its first progress chunk reaches the client:
+  that overlap is taken off the queue (a header longer than the time left after the round trip: off the
+  network), so no part is below 0.
 
-The five add up to the measured TTFT by construction. A level ends at most ``duration_s`` after its last
+The six add up to the measured TTFT by construction. A level ends at most ``duration_s`` after its last
 arrival (`DRAIN`): requests still open then are cut and counted (``cut``), their TTFT at least the time they
 waited (a lower bound in the percentiles, marked so), never dropped.
 
@@ -45,7 +49,18 @@ from core.backends.base import ChatRequest, StreamingBackend
 from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
-from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
+from core.experiments.base import (
+    DECODE_TPS,
+    NO_WIDGET,
+    OUTPUT_TOKENS,
+    PREFILL_TPS,
+    PROMPT_TOKENS,
+    Experiment,
+    Option,
+    Plan,
+    RunContext,
+    Table,
+)
 from core.experiments.prompts import document_body, input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RequestResult
@@ -59,7 +74,7 @@ CUT_JOIN_S = 10.0  # how long a cut request's thread may take to end once its co
 SETTLE_LOOK_S = 0.25  # a level starts once the server showed no busy slot on two looks this far apart
 QUEUE_TOOK_OVER = 0.5  # shown: at the highest rate the queue is at least half the mean TTFT
 TTFT_ROSE = 2.0  # ... and the median TTFT at least doubled from the lowest rate
-PARTS = ("client", "network", "queue", "prefill", "rest")
+PARTS = ("client", "network", "queue", "prefill", "server", "rest")
 SAMPLE = SAMPLES_DIR / "embedded_arrivals.json"
 
 
@@ -69,7 +84,8 @@ def floats(text: str) -> tuple[float, ...]:
 
 
 OPTIONS = (Option("--rates", "experiment 8 (arrivals) requests per second, comma separated", floats),
-           Option("--duration-s", "experiment 8: seconds of arrivals at each rate", float))
+           Option("--duration-s", "experiment 8: seconds of arrivals at each rate", float),
+           PROMPT_TOKENS, OUTPUT_TOKENS, PREFILL_TPS, DECODE_TPS)
 
 
 @dataclass(frozen=True)
@@ -85,6 +101,9 @@ class Settings:
     prefill_tps: float | None = field(default=None, metadata=NO_WIDGET)
     decode_tps: float | None = field(default=None, metadata=NO_WIDGET)
     predicted_from: str = field(default="", metadata=NO_WIDGET)  # "measured" where the rates are set
+    # The most requests open at once (a hosted demo's cap on the operator's key): one due while they are all open
+    # waits for one to end, and the wait is client delay, timed from the schedule like any late send. None: no cap.
+    max_open: int | None = field(default=None, metadata=NO_WIDGET)
 
 
 @dataclass
@@ -99,6 +118,7 @@ class ArrivalRequest:
     network_ms: float | None = None
     queue_ms: float | None = None  # None: the server does not say when it began
     prefill_ms: float | None = None
+    server_ms: float | None = None  # a processing-time header's queue and prefill together (no queue or prefill)
     rest_ms: float | None = None
     end_ms: float | None = None
     itl_ms: float | None = None  # its mean gap between tokens after the first
@@ -142,6 +162,7 @@ class ArrivalLevel:
     network_mean_ms: float | None = None
     queue_mean_ms: float | None = None
     prefill_mean_ms: float | None = None
+    server_mean_ms: float | None = None
     rest_mean_ms: float | None = None
     service_ms: float | None = None  # median server time per request (prefill + decode)
     capacity_rps: float | None = None  # predicted before the run from experiments 1, 2 and 4
@@ -187,20 +208,28 @@ class Sent:
 
 
 def send_on_schedule(backend: StreamingBackend, requests: Sequence[ChatRequest], offsets: Sequence[float],
-                     cancel: threading.Event, drain_s: float) -> tuple[list[Sent], float, float]:
+                     cancel: threading.Event, drain_s: float,
+                     max_open: int | None = None) -> tuple[list[Sent], float, float]:
     """Send each request at the level's origin plus its offset, each on its own thread (never waiting for an
-    earlier one); at the last offset plus ``drain_s`` cut the ones still open. ``(sent, origin, end)``."""
+    earlier one, unless ``max_open`` are open: then for the first of them to end); at the last offset plus
+    ``drain_s`` cut the ones still open. ``(sent, origin, end)``."""
     origin = backend.clock() + LEAD_S
     sent = [Sent(origin + offset) for offset in offsets]
     cut = threading.Event()
+    room = threading.BoundedSemaphore(max_open) if max_open else None
 
     def send(item: Sent, request: ChatRequest) -> None:
         while (wait := item.due - backend.clock()) > 0:  # never early: a wait may end a little before its time
             if cancel.wait(wait):
                 return
-        if cancel.is_set() or cut.is_set():
-            return
-        item.result = backend.stream_chat(request, cancel=cancel)
+        if room is not None:  # a wait for room is client delay; a stop or a cut ends the open ones, making room
+            room.acquire()
+        try:
+            if not (cancel.is_set() or cut.is_set()):
+                item.result = backend.stream_chat(request, cancel=cancel)
+        finally:
+            if room is not None:
+                room.release()
 
     threads: list[threading.Thread] = []
     for item, request in zip(sent, requests, strict=True):
@@ -246,10 +275,12 @@ def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: fl
     network = None if rtt_ms is None else min(rtt_ms, from_sent if started is None else started)
     queue = None if started is None or network is None else started - network
     prefill = None if result.server_prefill_ms is None else min(result.server_prefill_ms, from_sent)
-    queue, network, rest = _overlap_off(from_sent, network, queue, prefill)
+    header = result.server_processing_ms
+    server = min(header, from_sent) if header is not None and started is None and prefill is None else None
+    queue, network, rest = _overlap_off(from_sent, network, queue, (prefill or 0.0) + (server or 0.0))
     record.ttft_ms = round(client + from_sent, 3)
     record.network_ms, record.queue_ms = _round(network), _round(queue)
-    record.prefill_ms, record.rest_ms = _round(prefill), round(rest, 3)
+    record.prefill_ms, record.server_ms, record.rest_ms = _round(prefill), _round(server), round(rest, 3)
     record.end_ms = None if result.end_s is None else round(client + result.end_s * 1000, 3)
     record.gaps_ms = [round(gap * 1000, 3) for gap in result.inter_token_s]
     record.itl_ms = _round(sum(record.gaps_ms) / len(record.gaps_ms)) if record.gaps_ms else None
@@ -261,10 +292,11 @@ def split(index: int, item: Sent, origin: float, rtt_ms: float | None, ended: fl
 
 
 def _overlap_off(from_sent: float, network: float | None, queue: float | None,
-                 prefill: float | None) -> tuple[float | None, float | None, float]:
-    """``(queue, network, rest)`` with the rest never below 0: the server's prefill clock starts a moment before
-    its first progress chunk reaches the client, so an overlap is taken off the queue (then the network)."""
-    rest = from_sent - (network or 0.0) - (queue or 0.0) - (prefill or 0.0)
+                 served: float) -> tuple[float | None, float | None, float]:
+    """``(queue, network, rest)`` with the rest never below 0, ``served`` the server's own prefill or processing
+    time: its prefill clock starts a moment before its first progress chunk reaches the client, so an overlap is
+    taken off the queue (then the network: a processing header longer than what the round trip leaves)."""
+    rest = from_sent - (network or 0.0) - (queue or 0.0) - served
     if rest < 0 and queue is not None:
         taken = min(queue, -rest)
         queue, rest = queue - taken, rest + taken
@@ -356,7 +388,7 @@ def measure_level(backend: StreamingBackend, rate: float, settings: Settings,
     offsets = schedule(rate, settings.duration_s, settings.seed)
     level.rtt_ms = round_trip(backend)
     sent, origin, ended = send_on_schedule(backend, requests(len(offsets)), offsets, cancel,
-                                           DRAIN * settings.duration_s)
+                                           DRAIN * settings.duration_s, settings.max_open)
     streams = [split(i, item, origin, level.rtt_ms, ended) for i, item in enumerate(sent)]
     return fold(level, streams, ended - origin)
 
@@ -378,10 +410,13 @@ def with_rates(settings: Settings, prefill_tps: float, decode_tps: float) -> Set
 
 def plan(settings: Settings) -> Plan:
     """Every arrival of every level (the seeded schedule says exactly how many) plus the warm-up; one record per
-    rate. Tokens: each prompt and its answer."""
-    requests = sum(len(schedule(rate, settings.duration_s, settings.seed)) for rate in settings.rates)
+    rate. Tokens: each prompt and its answer. Open at once: ``max_open``, else a level's every arrival (an open
+    loop does not wait for a slow server); its rate: the highest."""
+    counts = [len(schedule(rate, settings.duration_s, settings.seed)) for rate in settings.rates]
+    requests = sum(counts)
     return Plan(requests + 1 if requests else 0, requests * (settings.prompt_tokens + settings.output_tokens),
-                records=len(settings.rates))
+                records=len(settings.rates), at_once=settings.max_open or max(counts, default=1),
+                per_second=max(settings.rates, default=None))
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:
@@ -478,7 +513,8 @@ def _claims(found: ArrivalSummary) -> tuple[Finding, ...]:
         last = finished[-1]
         parts = {part: getattr(last, f"{part}_mean_ms") for part in PARTS}
         values = {"rate": last.rate, "ttft": last.ttft_mean_ms, **{k: v or 0.0 for k, v in parts.items()}}
-        claims.append(Finding("split" if parts["queue"] is not None and parts["network"] is not None
+        reported = parts["queue"] is not None and parts["network"] is not None
+        claims.append(Finding("split" if reported else "split_server" if parts["server"] is not None
                               else "split_unreported", values))
     low, top = found.levels[0], found.levels[-1]
     claims.append(Finding("goodput", {

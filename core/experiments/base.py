@@ -41,6 +41,8 @@ class Plan:
     requests: int
     tokens: int
     records: int | None = None
+    at_once: int = 1  # the most requests it may have open together (a hosted demo caps it: `core.hosting`)
+    per_second: float | None = None  # the highest rate it schedules requests at; None: each waits for the last
 
     @property
     def steps(self) -> int:
@@ -107,6 +109,17 @@ class Option:
     @property
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
+
+
+# Options that mean one thing in every experiment whose settings have the field: one flag per idea, declared here
+# once and named in each of those experiments' ``OPTIONS`` (tests/unit/experiments/test_registry.py checks it).
+REPEATS = Option("--repeats", "repeats per size or length (medians are reported)", int)
+PROMPT_TOKENS = Option("--prompt-tokens", "prompt tokens of each request", int)
+OUTPUT_TOKENS = Option("--output-tokens", "answer tokens of each request", int)
+PREFILL_TPS = Option("--prefill-tps", "this machine's prefill tokens/s to predict from (experiment 1 measures it)",
+                     float, default_text="none: measured, or not predicted")
+DECODE_TPS = Option("--decode-tps", "this machine's decode tokens/s to predict from (experiment 2 measures it)",
+                    float, default_text="none: measured, or not predicted")
 
 
 def ints(text: str) -> tuple[int, ...]:

@@ -29,7 +29,17 @@ from core.backends.connect import Connection
 from core.backends.llama_server import LlamaServerBackend
 from core.backends.tokens import TokenCounter
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
-from core.experiments.base import OUTPUT_PROMPT_TOKENS, Experiment, Option, Plan, RunContext, Table, ints
+from core.experiments.base import (
+    OUTPUT_PROMPT_TOKENS,
+    OUTPUT_TOKENS,
+    PROMPT_TOKENS,
+    Experiment,
+    Option,
+    Plan,
+    RunContext,
+    Table,
+    ints,
+)
 from core.experiments.prompts import document_body, input_length_messages, nonce, output_length_messages
 from core.experiments.samples import EMBEDDED_BATCH
 from core.records import RequestResult, renamed
@@ -38,7 +48,7 @@ from core.stats import nearest_rank
 ID = "batch"
 BATCH_SLOTS = 8  # the app's embedded batch server: -np 8 --kv-unified, one 8,192-token cache shared
 OPTIONS = (Option("--concurrency", "experiment 4 (batch) requests at once, comma separated; up to the server's "
-                  "slots", ints),)
+                  "slots", ints), PROMPT_TOKENS, OUTPUT_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -200,7 +210,8 @@ def plan(settings: Settings) -> Plan:
     """Two requests per stream per level (prefill, decode) plus the warm-up, for budgets; one record per level."""
     streams = sum(settings.concurrency)
     tokens = streams * (settings.prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + settings.output_tokens)
-    return Plan(2 * streams + 1 if streams else 0, tokens, records=len(settings.concurrency))
+    return Plan(2 * streams + 1 if streams else 0, tokens, records=len(settings.concurrency),
+                at_once=slots(settings))
 
 
 def slots(settings: Settings) -> int:

@@ -46,6 +46,7 @@ from core.documents import DocumentError, FittedDocument, fit_document, read_doc
 from core.experiments.base import (
     INTERNAL,
     NO_WIDGET,
+    PREFILL_TPS,
     RESERVED_TOKENS,
     ROUNDS_TABLE,
     Experiment,
@@ -83,8 +84,7 @@ OPTIONS = (Option("--conversation-rounds", "experiment 7 rounds per strategy (2-
            Option("--threshold", "experiment 7: prompt tokens at which a summary replaces older messages", int),
            Option("--conversation-doc", "experiment 7: a UTF-8 file as the agent's reference text",
                   default_text="the built-in travel policy"),
-           Option("--prefill-tps", "experiment 7: this machine's prefill tokens/s to predict times from "
-                  "(experiment 1 measures it)", float, default_text="no time prediction"),
+           PREFILL_TPS,
            Option("--attention-ns", "experiment 7: how the prefill slows as the context grows, ns per token per "
                   "token of context / 2 (the n² term of experiment 1's curve)", float, default_text="0"))
 

@@ -12,6 +12,7 @@ from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, F
 from core.documents import default_document
 from core.experiments.base import (
     INTERNAL,
+    REPEATS,
     RESERVED_TOKENS,
     Experiment,
     Option,
@@ -30,7 +31,7 @@ from core.stats import LinearFit, QuadraticFit, linear_fit, median, quadratic_fi
 ID = "input"
 ANSWER_TOKENS = 4  # experiment 1 asks for this many output tokens
 OPTIONS = (Option("--sizes", "experiment 1 input tokens, comma separated", ints),
-           Option("--repeats", "repeats per size/length (medians are reported)", int))
+           REPEATS)
 
 
 @dataclass(frozen=True)

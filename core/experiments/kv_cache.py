@@ -62,15 +62,25 @@ from core.backends import LlamaServerBackend
 from core.backends.base import DeadlinePassed
 from core.backends.connect import Connection
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
-from core.experiments.base import NO_WIDGET, Experiment, Option, Plan, RunContext, Table
+from core.experiments.base import (
+    DECODE_TPS,
+    NO_WIDGET,
+    PREFILL_TPS,
+    PROMPT_TOKENS,
+    Experiment,
+    Option,
+    Plan,
+    RunContext,
+    Table,
+)
 from core.experiments.samples import SAMPLES_DIR
 from core.stats import QuadraticFit, quadratic_fit
 
 ID = "kv_cache"
 CACHED, RECOMPUTED = "cached", "recomputed"
 WAYS = (CACHED, RECOMPUTED)
-OPTIONS = (Option("--prompt-tokens", "experiment 6: prompt tokens before the answer", int),
-           Option("--steps", "experiment 6: decode steps N written both ways", int))
+OPTIONS = (PROMPT_TOKENS, Option("--steps", "experiment 6: decode steps N written both ways", int), PREFILL_TPS,
+           DECODE_TPS)
 PREDICTION_SPREAD = 2.0  # a measured slowdown within [P / 2, 2 P] agrees with the prediction P
 SLOWER = 10.0  # "the N at which the recomputed way passed the cached one by 10x"
 MIN_RISE = 1.5  # the recomputed way's last-quarter median step over its first-quarter one: well above 10-20 % noise

@@ -10,6 +10,7 @@ from core.backends.connect import Connection
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, Conclusion, Finding, MachineState, disturbed
 from core.experiments.base import (
     OUTPUT_PROMPT_TOKENS,
+    REPEATS,
     Experiment,
     Option,
     Plan,
@@ -26,7 +27,7 @@ from core.stats import median, spike
 
 ID = "output"
 OPTIONS = (Option("--lengths", "experiment 2 output tokens, comma separated", ints),
-           Option("--repeats", "repeats per size/length (medians are reported)", int))
+           REPEATS)
 
 
 @dataclass(frozen=True)

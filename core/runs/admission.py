@@ -1,9 +1,9 @@
 """The hosted demo's one admission and one settlement of a run, over `core.hosting`'s budgets.
 
-`admit` checks a run against the demo's limits (its rounds and tokens), guards an API's URL (the allow list and
-public addresses) and reserves its estimated tokens on the operator's key, in that order, before anything
-connects; `Admission.settle` charges what the run really sent once it ends, or nothing when it never started.
-A local install admits everything and reserves nothing (`HostedSettings.hosted` is off).
+`admit` checks a run against the demo's limits (its rounds, tokens, requests open at once and rate), guards an API's
+URL (the allow list and public addresses) and reserves its estimated tokens on the operator's key, in that order,
+before anything connects; `Admission.settle` charges what the run really sent once it ends, or nothing when it
+never started. A local install admits everything and reserves nothing (`HostedSettings.hosted` is off).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def admit(plan: Plan, target: Target, visitor: str, whose_key: str, settings: Ho
           budgets: Ledger) -> Admission:
     """Let a run in, or raise `core.hosting.Refused` saying which limit it meets. ``whose_key`` is ``typed`` for
     the visitor's own key, whose runs spend none of the operator's budgets."""
-    settings.check_run(plan.requests, plan.tokens)
+    settings.check_run(plan.requests, plan.tokens, plan.at_once, plan.per_second)
     if BACKENDS[target.backend].needs == API:
         check_base_url(target.url, settings)
     spend = budgets.reserve(visitor, plan.tokens, settings) if settings.hosted and whose_key != "typed" else None

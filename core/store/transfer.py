@@ -337,7 +337,16 @@ def read_export(export: Export, name: str) -> list[Incoming]:
     records: dict[str, list[Record]] = {experiment: [] for experiment in survey.counts}
     for experiment, _, batch in _batches(export, name, survey):
         records[experiment] += batch
-    return [Incoming(experiment, survey.settings, rows, survey.run) for experiment, rows in records.items()]
+    return [Incoming(experiment, own_settings(survey.settings, experiment), rows, survey.run)
+            for experiment, rows in records.items()]
+
+
+def own_settings(settings: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """One experiment's settings in an export: the shared ones (backend, model) and, where the CLI wrote several
+    experiments' settings each under its id, that experiment's own (their same-named fields never meet)."""
+    own = settings.get(experiment)
+    shared = {name: value for name, value in settings.items() if name not in EXPERIMENTS}
+    return {**shared, **(renamed(own) if isinstance(own, dict) else {})}
 
 
 def _summary(found: Any) -> dict[str, Any]:
@@ -357,7 +366,7 @@ def _summary(found: Any) -> dict[str, Any]:
 def _begin(store: RunStore, survey: _Survey, experiment: str, name: str, owner: str, source: str,
            run_id: str | None) -> str:
     """A stored run for ``experiment``'s records of an export, still running until they are all in."""
-    run, settings = survey.run, survey.settings
+    run, settings = survey.run, own_settings(survey.settings, experiment)
     label = str(run.get("label") or f"{settings.get('backend', '?')} · {settings.get('model', '?')} "
                 f"· {Path(name).name}")
     machine = without_keys(run["machine"]) if isinstance(run.get("machine"), dict) else {"label": f"imported: {name}"}

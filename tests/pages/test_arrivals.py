@@ -52,3 +52,28 @@ def test_an_api_is_offered_low_rates_and_told_the_cost_first(fake_api):
     plan = ar.plan(ar.Settings(rates=(0.25, 0.5, 1.0)))
     assert any(f"{plan.requests:,} requests" in i.value and "$" in i.value for i in at.info)
     assert fake_api.requests == []
+
+
+def test_a_hosted_demo_caps_the_rate_and_the_open_streams_on_its_key(fake_api):
+    """Hosted: the page offers only the demo's rates, says the cap, and the run it starts carries it (``max_open``),
+    so its admission lets it in; the stranger's run never opens more than the demo's streams at once."""
+    at = app()
+    for name, value in {"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_ALLOWED_BASE_URLS": fake_api.base_url,
+                        "PREFILL_LAB_ALLOW_LOOPBACK": "true", "PREFILL_LAB_MAX_CONCURRENCY": "1",
+                        "PREFILL_LAB_MAX_RATE": "0.25", "OPENAI_API_KEY": "sk-operator-0123456789"}.items():
+        at.secrets[name] = value
+    at.session_state["model"] = "ok"
+    at.run()
+    at.switch_page("app_pages/arrivals.py").run()
+    assert not at.exception, at.exception
+    assert set(at.multiselect(key="arrivals_rates").options) == {"0.1", "0.25"}
+    assert any("at most 1 of its requests open at once" in c.value for c in at.caption)
+    at.multiselect(key="arrivals_rates").set_value([0.1]).run()
+    at.select_slider(key="arrivals_duration_s").set_value(5.0).run()
+    at.button(key="run_arrivals").click().run()
+    assert not at.error, [e.value for e in at.error]
+    run = at.session_state["history"][ar.ID][-1]
+    assert run.settings["max_open"] == 1 and run.settings["rates"] == [0.1]
+    run.join(120)  # its arrivals, on the demo's key
+    arrivals = len(ar.schedule(0.1, 5.0, ar.Settings().seed))
+    assert [(level.requests, level.completed) for level in run.rows] == [(arrivals, arrivals)], run.error

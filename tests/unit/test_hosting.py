@@ -78,12 +78,17 @@ def test_settings_from_environment_names():
 
 
 def test_budgets():
-    settings = HostedSettings(hosted=True, max_rounds=4, max_tokens_per_run=1000)
-    settings.check_run(4, 1000)
+    settings = HostedSettings(hosted=True, max_rounds=4, max_tokens_per_run=1000, max_concurrency=2, max_rate=1.0)
+    settings.check_run(4, 1000, at_once=2, per_second=1.0)
     with pytest.raises(Refused, match="allows 4 per run"):
         settings.check_run(5, 10)
     with pytest.raises(Refused, match="allows 1,000 per run"):
         settings.check_run(1, 1001)
+    with pytest.raises(Refused, match="3 requests at once; this demo allows 2"):
+        settings.check_run(1, 10, at_once=3)
+    with pytest.raises(Refused, match="up to 2 requests a second; this demo allows 1"):
+        settings.check_run(1, 10, per_second=2.0)
+    assert load_settings({"PREFILL_LAB_HOSTED": "true"}.get).max_rate == 1.0
 
 
 def hosted_app(fake_api=None, **secrets):

@@ -16,6 +16,8 @@ import pytest
 
 from core.backends import ChatRequest, OpenAICompatBackend
 from core.records import RoundResult
+from core.store import RunStore
+from core.store.transfer import import_export, read_export
 from tests.support import ROOT
 from tests.support.fake_openai import FakeOpenAIServer
 
@@ -113,3 +115,24 @@ def test_ctrl_c_writes_what_was_measured_then_exits_130(tmp_path: Path) -> None:
     assert len(rounds) == 2 and all(r["output_tokens"] == 6 and not r["error"] for r in rounds)
     assert len(list(csv.DictReader(csv_out.open()))) == 2
     assert "Decode ran at " in out  # the conclusion over what was measured
+
+
+def test_two_experiments_in_one_export_keep_their_own_same_named_settings(fake_api: FakeOpenAIServer,
+                                                                         tmp_path: Path) -> None:
+    """Experiments 4 and 8 both have ``prompt_tokens`` (600 and 100 by default): the CLI's --json keeps each
+    experiment's settings under its id, so neither overwrites the other, and an import gives each its own."""
+    out = tmp_path / "run.json"
+    proc = subprocess.run(_cli(fake_api, "ok", "--only", "batch", "--concurrency", "1", "--only", "arrivals",
+                               "--rates", "2", "--duration-s", "0.5", "--no-save", "--json", str(out)),
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    settings = json.loads(out.read_text())["settings"]
+    assert (settings["batch"]["prompt_tokens"], settings["arrivals"]["prompt_tokens"]) == (600, 100)
+    assert "prompt_tokens" not in settings and settings["only"] == ["batch", "arrivals"]
+    imported = {item.experiment: item.settings for item in read_export(out.read_text(), "run.json")}
+    assert imported["batch"]["prompt_tokens"] == 600 and imported["arrivals"]["prompt_tokens"] == 100
+    assert imported["arrivals"]["model"] == "ok" and "batch" not in imported["arrivals"]
+    store = RunStore.memory()
+    stored = {run.experiment: run.settings for run in map(store.get, import_export(store, out.read_text(), "run.json"))
+              if run is not None}
+    assert (stored["batch"]["prompt_tokens"], stored["arrivals"]["prompt_tokens"]) == (600, 100)

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import fields
+from typing import get_type_hints
 
 import pytest
 
 from core.charts import CHARTS
 from core.cli.main import build_parser
-from core.experiments import EXPERIMENTS
+from core.experiments import EXPERIMENTS, declared_options
 from core.experiments.base import exported_settings
 from core.experiments.batch import BatchLevel
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.export import from_json, to_json
 from core.records import RoundResult
+from core.store.transfer import own_settings
 from core.words import load
 from tests.support import ROOT
 from ui.navigation import PAGES
@@ -50,6 +53,45 @@ def test_the_cli_reads_only_and_the_options_from_the_registry():
     assert EXPERIMENTS["cache"].from_args(args).strategies == ("append_only",)
     assert EXPERIMENTS["batch"].from_args(args).concurrency == (1, 2)
     assert EXPERIMENTS["cache"].from_args(args).rounds == 6, "an option not given keeps the settings' default"
+
+
+def test_one_flag_per_idea_across_the_registry():
+    """A flag several experiments declare is one `Option` (one help, one type); an option sets its field in every
+    experiment whose settings have that field (never silently left at its default there); a field name several
+    experiments' settings share has one type; no two flags write one field."""
+    declared = declared_options()
+    for spec in EXPERIMENTS.values():
+        for option in spec.options:
+            assert option == declared[option.flag][0], (spec.id, option.flag, "one flag, two meanings")
+    shared = {}
+    for spec in EXPERIMENTS.values():
+        hints = get_type_hints(spec.settings)
+        for found in fields(spec.settings):
+            if not found.metadata.get("internal"):
+                shared.setdefault(found.name, {})[spec.id] = hints[found.name]
+    for name, types in shared.items():
+        assert len(set(types.values())) == 1, (name, types)
+    dests = [option.dest for option, _ in declared.values()]
+    assert len(dests) == len(set(dests))
+    for option, specs in declared.values():
+        assert {spec.id for spec in specs} == set(shared[option.dest]), option.flag
+    args = vars(build_parser().parse_args(["--prompt-tokens", "200", "--prefill-tps", "900"]))
+    for spec in (EXPERIMENTS["batch"], EXPERIMENTS["kv_cache"], EXPERIMENTS["arrivals"]):
+        assert spec.from_args(args).prompt_tokens == 200, spec.id
+    assert EXPERIMENTS["arrivals"].from_args(args).prefill_tps == EXPERIMENTS["conversation"].from_args(
+        args).prefill_tps == 900.0
+
+
+def test_each_experiment_reads_back_its_own_settings_from_a_cli_export_of_several():
+    """The CLI writes each experiment's settings under its id (experiment 4's prompt is 600 tokens, 8's is 100);
+    an import gives each run the shared settings and its own, and an older flat export stays as it was."""
+    written = {"backend": "local", "model": "m", "batch": {"prompt_tokens": 600, "levels": [1, 2]},
+               "arrivals": {"prompt_tokens": 100, "rates": [0.5]}}
+    assert own_settings(written, "batch") == {"backend": "local", "model": "m", "prompt_tokens": 600,
+                                              "concurrency": [1, 2]}
+    assert own_settings(written, "arrivals")["prompt_tokens"] == 100
+    assert own_settings({"backend": "local", "prompt_tokens": 32}, "kv_cache") == {"backend": "local",
+                                                                                  "prompt_tokens": 32}
 
 
 def test_recorded_samples_written_with_the_old_ids_load_under_the_new():

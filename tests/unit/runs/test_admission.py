@@ -8,6 +8,7 @@ import pytest
 
 from core import hosting
 from core.backends.connect import Target
+from core.experiments import arrivals as ar
 from core.experiments.base import Plan
 from core.hosting import HostedSettings, Refused, TokenLedger
 from core.records import RoundResult
@@ -51,3 +52,25 @@ def test_over_a_limit_or_off_the_list_is_refused_before_anything_is_reserved(pla
     with pytest.raises(Refused) as refused:
         admit(plan, Target("api", url, "m"), "v1", "OPENAI_API_KEY", HOSTED, budgets)
     assert refused.value.key == key and budgets._spends == []
+
+
+def test_experiment_8_on_the_operators_key_is_capped_by_the_admission_not_only_the_page() -> None:
+    """The page offers at most 1 request/s and caps open streams, but the admission is what holds, for any caller:
+    a plan faster than the demo's rate, or an open loop that may open more streams than its concurrency (no
+    ``max_open``: a level's every arrival at once on a slow API), is refused before anything is reserved; a capped
+    one reserves its plan's tokens (the count the page prices) before it connects."""
+    hosted = HostedSettings(hosted=True, allowed_base_urls=(URL,), max_concurrency=4, max_rate=1.0, max_rounds=100,
+                            max_tokens_per_visitor=10**6)
+    fast = ar.plan(ar.Settings(rates=(0.5, 2.0), duration_s=10.0, max_open=4))
+    open_loop = ar.plan(ar.Settings(rates=(0.5, 1.0), duration_s=10.0))
+    assert open_loop.at_once > 4 and fast.per_second == 2.0
+    for plan, key in ((fast, "rate"), (open_loop, "concurrency")):
+        budgets = TokenLedger()
+        with pytest.raises(Refused) as refused:
+            admit(plan, Target("api", URL, "m"), "v1", "OPENAI_API_KEY", hosted, budgets)
+        assert refused.value.key == key and budgets._spends == []
+    capped = ar.plan(ar.Settings(rates=(0.5, 1.0), duration_s=10.0, max_open=4))
+    budgets = TokenLedger()
+    admission = admit(capped, Target("api", URL, "m"), "v1", "OPENAI_API_KEY", hosted, budgets)
+    assert admission.spend is not None and budgets._spends == [admission.spend]
+    assert admission.spend.tokens == capped.tokens == (capped.requests - 1) * (100 + 16)  # all but the warm-up

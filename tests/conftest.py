@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,12 @@ __all__ = ["location", "postgres", "postgres_url"]
 # Tests (and the apps and CLIs they start) never write to the user's own run store; the store's
 # tests give their own files.
 os.environ["PREFILL_LAB_DB"] = ":memory:"
+
+# The Ctrl-C tests send SIGINT to the CLIs they start. A shell running the suite in the background (`make test &`,
+# nohup, a CI runner's job) starts it with SIGINT ignored, and a child inherits an ignored signal (a handled one
+# is reset on exec): with a handler here, every child starts with the default and Python's KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -93,8 +93,10 @@ class LlamaServerBackend(OpenAICompatBackend):
             "template_caps": data.get("chat_template_caps") or {},  # what the chat template supports (tools, ...)
         }
 
-    def slots(self, timeout: float = 2.0) -> list[dict[str, Any]] | None:
-        """Its slots as ``/slots`` lists them; None when the server does not say (an old build, ``--no-slots``)."""
+    def slots(self, timeout: float = 30.0) -> list[dict[str, Any]] | None:
+        """Its slots as ``/slots`` lists them; None when the server does not say (an old build, ``--no-slots``).
+        The server answers between two batches of its work, so a busy one on a slow CPU takes seconds: a short
+        timeout would read "does not say" where it only had not said yet."""
         try:
             response = self.client.get(self.origin + "/slots", timeout=timeout)
             found = response.json() if response.status_code == 200 else None
@@ -112,7 +114,7 @@ class LlamaServerBackend(OpenAICompatBackend):
         """``(tokens the first slot's cache holds, cells reserved for it)``; Nones where the server does not say.
         Its ``n_prompt_tokens`` counts the answer too (30 prompt ids and 4 answer tokens: 33, the last token's keys
         and values not yet computed)."""
-        slots = self.slots(timeout=30.0) or [{}]
+        slots = self.slots() or [{}]
         try:
             return int(slots[0]["n_prompt_tokens"]), int(slots[0]["n_ctx"])
         except (TypeError, IndexError, KeyError, ValueError):

@@ -77,11 +77,9 @@ def test_ctrl_c_keeps_the_rounds_and_marks_the_run_stopped(tmp_path: Path) -> No
     db = tmp_path / "runs.sqlite"
     with FakeOpenAIServer(token_delay=0.05) as slow:  # 0.05 s a token: the 64-token round takes 3 s
         env = {**os.environ, "PREFILL_LAB_DB": str(db)}
-        # Ctrl-C as a terminal sends it, to a child that takes it: a shell running the suite in the background
-        # (`make test &`, nohup) ignores SIGINT, and a child inherits an ignored signal
+        # Ctrl-C as a terminal sends it (tests/conftest.py gives the child the default SIGINT whatever started us)
         proc = subprocess.Popen([sys.executable, "-m", "core", *experiment(slow, lengths="2,64,64")], cwd=ROOT,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         proc.stdout.readline()  # the header
         proc.stdout.readline()  # round 1

@@ -7,6 +7,7 @@ import pytest
 
 from core.conclusions import render
 from core.experiments import conversation as ex
+from core.experiments import input_length
 from core.words import ContentWords
 from tests.support.apptest import ROOT, api_state, app, chart_values, rendered
 
@@ -37,6 +38,22 @@ def test_recorded_run_shows_strategies_prediction_and_pause(fake_api):
     assert any("usd" in v for v in values) and any("predicted_recomputed" in v for v in values)
     verdict = " ".join(s.value for s in at.success) + " ".join(i.value for i in at.info)
     assert render(ex.conclude(rows), ContentWords("en"))[0] in verdict
+
+
+def test_the_prediction_takes_experiment_1s_curve_once_it_has_run(fake_api):
+    """With experiment 1's recorded run in the session, the time is predicted from its curve: the rate is its
+    linear term and the sentence says how much each 1,000 tokens of context add (the same numbers as core's)."""
+    at = app(**api_state(fake_api))
+    at.run()
+    at.switch_page("app_pages/input.py").run()
+    at.button(key="recorded_input").click().run()
+    at.switch_page("app_pages/conversation.py").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    curve = input_length.summarize_input(at.session_state["history"][input_length.ID][-1].rows).prefill_curve
+    assert curve is not None
+    prediction = next(m.value for m in at.markdown if m.value.startswith("**Predicted before the run:**"))
+    assert f"at {1000 / curve.b:,.0f} " in prediction and "measured by experiment 1" in prediction
+    assert f"adds {2 * round(curve.c * 1e6, 3) / 1000:,.2f} ms per new token for every 1,000 tokens" in prediction
 
 
 def test_the_doctor_prices_a_compaction_with_what_experiment_7_measured(fake_api):

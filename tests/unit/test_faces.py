@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 FACES = {
-    "core.experiments": ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "records_key"],
+    "core.experiments": ["EXPERIMENTS", "Experiment", "Option", "Plan", "RunContext", "declared_options",
+                         "records_key"],
     "core.charts": ["CHARTS", "ChartsOf", "RunView"],
     "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "Events",
                   "NotStarted", "RunContext", "Snapshot", "Source", "Visit", "start_run"],

@@ -32,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
             return 2
         entries.append((saved, store.records(saved.id)))
     args.html.write_text(build_report(entries, ContentWords(args.lang), args.lang), encoding="utf-8")
-    print(f"wrote {args.html}: {len(entries)} runs", file=sys.stderr)
+    print(f"wrote {args.html}: {len(entries)} run{'' if len(entries) == 1 else 's'}", file=sys.stderr)
     return 0

@@ -99,8 +99,9 @@ class CpuShare:
 
     @property
     def server_share(self) -> float:
-        """The server's share of the CPU time used on the machine."""
-        return self.server_s / self.busy_s if self.busy_s > 0 else 1.0
+        """The server's share of the CPU time used on the machine, at most 1: the process's and the machine's
+        times are counted in ticks by two clocks, so a server alone on the machine can read a few percent over."""
+        return min(self.server_s / self.busy_s, 1.0) if self.busy_s > 0 else 1.0
 
     @property
     def others_s(self) -> float:

@@ -49,6 +49,12 @@ def test_busy_is_a_small_share_while_others_used_a_real_part_of_the_machine() ->
     assert not idle.state(None).busy and idle.state(None).load is None
 
 
+def test_a_server_alone_reads_a_whole_share_not_more() -> None:
+    """CI read 1.069: the process's ticks and the machine's, counted apart, can put the server a little over."""
+    alone = CpuShare(server_s=0.321, app_s=0.0, busy_s=0.3, capacity_s=0.6, cores=2)
+    assert alone.server_share == 1.0 and alone.others_s == 0.0 and not alone.busy
+
+
 def test_the_server_is_found_by_the_port_it_listens_on() -> None:
     with FakeOpenAIServer() as fake:  # it listens on 127.0.0.1 in this process
         assert listening_pid(fake.base_url) == os.getpid()

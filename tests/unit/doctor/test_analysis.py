@@ -107,3 +107,12 @@ def test_the_cached_tokens_chart_labels_whole_tokens_when_every_count_is_0():
     spec = measured_chart(findings, ContentWords("en")).to_dict()
     y = spec["encoding"]["y"]
     assert y["axis"]["format"] == ",d" and y["scale"]["domainMax"] == 1 and y["scale"]["domainMin"] == 0
+
+
+def test_a_miss_of_thousands_of_tokens_on_a_long_prompt_is_not_an_agreement():
+    """15 % of a 40,000-token prompt once hid a 4,000-token miss; one cache step or 5 % of the prompt now."""
+    from core.doctor.analysis import verdict
+    assert verdict(38_000, 34_000, 40_000) == doctor.PROVIDER_MISSED
+    assert verdict(38_000, 39_900, 40_000) == doctor.AGREE
+    assert verdict(1_152, 1_280, 1_300) == doctor.AGREE  # one 128-token step on a short prompt
+    assert verdict(1_152, 1_408, 2_091) == doctor.PROVIDER_HIT_MORE

@@ -43,7 +43,7 @@ def _busy_notes(t: Texts) -> None:
     for experiment in QUICK:
         run = _current(experiment) or latest_saved(experiment)
         if run is not None:
-            busy_note(t, run.state)
+            busy_note(t, run.state, about=t(f"{experiment}.title"))
 
 
 def measure_machine_button(t: Texts) -> None:

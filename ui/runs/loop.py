@@ -38,14 +38,15 @@ from ui.runs.saved import (
 from ui.text import Texts, texts
 
 
-def busy_note(t: Texts, state: MachineState | None) -> None:
+def busy_note(t: Texts, state: MachineState | None, about: str = "") -> None:
     """Beside what a run showed: the machine was busy during it (others took a large share of the CPU), as its
-    meter saw it; kept with the run, so said again after a reload. Nothing for a run not metered (None)."""
+    meter saw it; kept with the run, so said again after a reload. Nothing for a run not metered (None).
+    ``about`` names the run where several notes stand together (the home page's quick run)."""
     if state is not None and state.busy and state.server_share is not None and state.others_s is not None:
         load = f" {t('roofline.busy_load', load=state.load, cores=state.cores)}" if state.load is not None \
             and state.cores else ""
-        st.warning(t("roofline.busy", share=100 * state.server_share, others=state.others_s) + load,
-                   icon=":material/speed:")
+        st.warning((f"**{about}** · " if about else "") + t("roofline.busy", share=100 * state.server_share,
+                                                             others=state.others_s) + load, icon=":material/speed:")
 
 
 def _active(run: BackgroundRun, snap: Snapshot) -> bool:

@@ -112,7 +112,7 @@ with st.expander(t("common.settings"), expanded=True):
 
 settings = ar.Settings(tuple(rates), float(duration), int(prompt_tokens), int(output_tokens),
                        int(seed), float(ttft_target), float(itl_target))
-m = measured()
+m = measured(quiet=True)  # a prediction: never from a disturbed run's rates
 decode = m.decode_tps or (m.batch.first.aggregate_decode_tps if m.batch else None)
 if m.prefill_tps and decode:  # experiments 1 and 2 (or 4 at its smallest N) of this session, or saved
     settings = ar.with_rates(settings, m.prefill_tps, decode)

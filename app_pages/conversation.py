@@ -37,7 +37,7 @@ document, doc_name = uploaded(t, "conversation", upload, None, "default")
 
 settings = ex.Settings(int(rounds), tuple(strategies), int(window), int(threshold), doc_name, pause=bool(pause),
                        document=document)
-m, roof = measured(), backend_prediction()  # experiment 1 of this session (or its newest saved run)
+m, roof = measured(quiet=True), backend_prediction()  # experiment 1 of this session (or its newest saved run)
 settings = ex.with_prediction(settings, m.prefill_curve, m.prefill_tps, roof.prefill_bound if roof else None)
 doc_id = hashlib.sha256((document or "").encode()).hexdigest()[:12]
 key = (f"{doc_id}-{rounds}-{window}-{threshold}-{pause}-{','.join(strategies)}"

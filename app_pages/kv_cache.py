@@ -91,7 +91,7 @@ with st.expander(t("common.settings"), expanded=True):
     prompt_tokens = st.number_input(t("kv_cache.prompt_tokens"), 16, 2000, step=50, key="kv_cache_prompt_tokens")
     steps = st.select_slider(t("kv_cache.steps"), [8, 16, 32, 64, 128, 256], key="kv_cache_steps")
 
-m, roof = measured(), backend_prediction()
+m, roof = measured(quiet=True), backend_prediction()
 settings = ex.with_prediction(ex.Settings(int(prompt_tokens), int(steps)), (m.prefill_tps, m.decode_tps),
                               (roof.prefill_bound, roof.decode_bound) if roof else None)
 found = ex.prediction_of(settings)

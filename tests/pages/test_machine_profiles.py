@@ -155,3 +155,25 @@ def test_every_page_on_this_machine_says_only_what_its_figures_support(profile: 
     home = said["app_pages/home.py"]
     assert f"about {prediction.ratio:.1f}x faster per token" in home and f"**{prediction.ratio:.1f}x** slower" in home
     assert "(the chapter's machine, a reference)" in home  # the Mac's 27x, labelled as the chapter's
+
+
+@pytest.mark.slow
+def test_a_disturbed_run_does_not_predict_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Experiments 1 and 2 measured on a busy machine: their ratio is still quoted as measured, but experiment 4's
+    prediction comes from the roofs (seen: a 20x "batching bound" from a busy run beside the roofs' 5x)."""
+    from core.conclusions import MachineState
+    roof, decode, prefill, gain = PROFILES["about_4x"]
+    cache_roof(tmp_path, monkeypatch, roof)
+    runs = runs_on(roof, decode / 3, prefill, gain)  # decode slowed 3x by the others
+    busy = MachineState(measured=True, server_share=0.3, others_s=40.0, load=4.9, cores=2, busy=True)
+    for name in ("input", "output"):
+        runs[name][0].state = busy
+    model = from_gguf(find_model())
+    roofs, disturbed = predict(roof, model), predict(roof, model, prefill, decode / 3)
+    assert roofs is not None and disturbed is not None and f"{roofs.gain_bound:.1f}" != f"{disturbed.gain_bound:.1f}"
+    at = app(history=runs)
+    at.run()
+    at.switch_page("app_pages/batch.py").run()
+    text = "\n".join(texts_of(at))
+    assert not at.exception and f"**{roofs.gain_bound:.1f}x** here (from the two roofs" in text
+    assert f"**{disturbed.gain_bound:.1f}x** here" not in text

@@ -111,11 +111,12 @@ def session_points(roof: Roof, model: ModelFacts) -> list[PhasePoint]:
 
 
 def backend_prediction() -> Prediction | None:
-    """What the roofs predict for the selected backend; G from this session's experiments 1 and 2 once run."""
+    """What the roofs predict for the selected backend; G from this session's experiments 1 and 2 once run and not
+    disturbed (`measured` with ``quiet``)."""
     roof, model = backend_roof(), backend_model()
     if roof is None or model is None:
         return None
-    m = measured()
+    m = measured(quiet=True)
     return predict(roof, model, m.prefill_tps, m.decode_tps)
 
 

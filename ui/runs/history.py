@@ -8,7 +8,8 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from core.charts.base import RunView
-from core.experiments import batch, conversation, input_length, output_length, prefix_cache
+from core.conclusions import DISTURBED, conclusion_of
+from core.experiments import EXPERIMENTS, batch, conversation, input_length, output_length, prefix_cache
 from core.experiments.batch import BatchSummary, summarize_batch
 from core.export import Record
 from core.records import RoundResult
@@ -36,10 +37,14 @@ def newest(experiment: str) -> RunView[Any] | None:
     return view_of(saved) if saved else None
 
 
-def rows_of(experiment: str, kind: type[R]) -> list[R]:
-    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything (`newest`)."""
+def rows_of(experiment: str, kind: type[R], quiet: bool = False) -> list[R]:
+    """The records (of type ``kind``) of the newest run of ``experiment`` that measured anything (`newest`);
+    with ``quiet``, none where that run's conclusion is disturbed (its rates are not this machine's alone)."""
     view = newest(experiment)
-    return [r for r in view.rows if isinstance(r, kind) and not r.error] if view else []
+    if view is None or (quiet and conclusion_of(EXPERIMENTS[experiment], view.rows, view.state,
+                                                view.conclusion).status == DISTURBED):
+        return []
+    return [r for r in view.rows if isinstance(r, kind) and not r.error]
 
 
 @dataclass
@@ -58,12 +63,16 @@ class Measured:
         return None
 
 
-def measured() -> Measured:
-    inp = input_length.summarize_input(rows_of(input_length.ID, RoundResult))
-    out = output_length.summarize_output(rows_of(output_length.ID, RoundResult))
+def measured(quiet: bool = False) -> Measured:
+    """This session's figures, as its newest runs measured them (what a page quotes, labelled as measured). A
+    prediction asks with ``quiet``: a disturbed run's rates are left out, so it falls back to the roofs or to
+    nothing rather than predict this machine from a busy one (a 20x "batching bound" from a run the meter called
+    busy, beside the roofs' 5x, was seen)."""
+    inp = input_length.summarize_input(rows_of(input_length.ID, RoundResult, quiet))
+    out = output_length.summarize_output(rows_of(output_length.ID, RoundResult, quiet))
     return Measured(inp.prefill_tps, out.decode_tps, out.ms_per_output_token,
-                    prefix_cache.summarize_cache(rows_of(prefix_cache.ID, RoundResult)),
-                    summarize_batch(rows_of(batch.ID, batch.BatchLevel)), inp.prefill_curve)
+                    prefix_cache.summarize_cache(rows_of(prefix_cache.ID, RoundResult, quiet)),
+                    summarize_batch(rows_of(batch.ID, batch.BatchLevel, quiet)), inp.prefill_curve)
 
 
 def compaction_measured(t: Texts) -> str:

@@ -37,7 +37,7 @@ def test_a_thread_id_in_the_metadata_makes_one_conversation(tmp_path):
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(run) + "\n" for run in runs))
     transcript = doctor.load_paths([path])
-    assert "from 2 traces in 1 sessions" in transcript.notes[0]
+    assert "from 2 traces in 1 session," in transcript.notes[0]
     assert [r.time.minute for r in transcript.rounds if r.time] == [50, 2]
 
 

@@ -22,7 +22,7 @@ def _analyse(name: str) -> tuple[doctor.Transcript, doctor.Analysis]:
     transcript = doctor.load_paths([PHOENIX / name])
     assert transcript.kind == "trace" and not transcript.errors and not transcript.unused, transcript.errors
     assert transcript.notes[0].startswith("read as a trace (OpenInference): 4 LLM spans, one round each, from 1 "
-                                          "traces"), transcript.notes[0]
+                                          "trace ("), transcript.notes[0]
     return transcript, doctor.analyse(transcript)
 
 

@@ -397,7 +397,7 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
                                  others=words.counted("doctor_notes.other_records", others))]
     notes += merged
     if lifecycle:
-        notes.append(Sentence("doctor_notes.lifecycle", n=lifecycle, unit=unit))
+        notes.append(words.counted("doctor_notes.lifecycle", lifecycle, unit=words.counted(unit.key, lifecycle)))
     notes += traces.tool_notes(ordered, unit) + traces.history_notes(ordered)
     gaps = [r for r in ordered if r.gap]
     if gaps:

@@ -47,4 +47,4 @@ def test_a_run_with_no_messages_is_left_out_and_said():
     runs[0]["inputs"] = {"model": "o1-mini"}
     transcript = exports.read_documents(exports.LANGSMITH, [("runs", runs)])
     assert len(transcript.rounds) == 1 and transcript.rounds[0].gap is None
-    assert "1 LLM runs hold no input (records of a call's lifecycle" in " ".join(transcript.notes)
+    assert "1 LLM run holds no input (a record of a call's lifecycle" in " ".join(transcript.notes)

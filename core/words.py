@@ -69,6 +69,13 @@ class Sentence(str):
         return _sentence, (self.key, self.values)
 
 
+def counted(key: str, n: int, **values: Any) -> Sentence:
+    """The sentence at ``key`` said of ``n`` things: the one at ``key_one`` when there is one thing (English's
+    singular: "1 trace"; a language without plural forms gives both keys the same words)."""
+    said = f"{key}_one" if n == 1 else key
+    return Sentence(said, n=n, **values)
+
+
 def _sentence(key: str, values: dict[str, Any]) -> Sentence:
     return Sentence(key, **values)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from core import words
 from core.doctor.model import Round
 from core.words import Sentence
 
@@ -44,7 +45,7 @@ def _fuller(outer: Round, inner: Round) -> Round:
     return kept
 
 
-def one_per_call(nodes: list[Node], unit: str) -> tuple[list[Node], list[str]]:
+def one_per_call(nodes: list[Node], unit: Sentence) -> tuple[list[Node], list[str]]:
     """The records with nested duplicates merged and wrappers of several calls left out; the notes say so.
     Parents that are not LLM records (agent and chain spans) are passed through: only LLM records nest here."""
     keys: set[str] = set()
@@ -77,9 +78,13 @@ def one_per_call(nodes: list[Node], unit: str) -> tuple[list[Node], list[str]]:
                 wrappers += 1
             calls[node.key] = below or [node]
     kept, beside = _side_by_side([call for node in nodes if node.key in calls for call in calls[node.key]])
-    notes: list[str] = [Sentence("doctor_notes.merged", n=merged, unit=unit)] if merged else []
-    notes += [Sentence("doctor_notes.wrappers", n=wrappers, unit=unit)] if wrappers else []
-    notes += [Sentence("doctor_notes.beside", n=beside, unit=unit)] if beside else []
+    notes: list[str] = []
+    if merged:
+        notes.append(Sentence("doctor_notes.merged", n=merged, unit=words.counted(unit.key, merged)))
+    if wrappers:
+        notes.append(Sentence("doctor_notes.wrappers", n=wrappers, unit=words.counted(unit.key, wrappers)))
+    if beside:
+        notes.append(Sentence("doctor_notes.beside", n=beside, unit=words.counted(unit.key, beside)))
     return kept, notes
 
 

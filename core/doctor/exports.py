@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from core import words
 from core.backends.usage import count
 from core.doctor import calls, jsontext, spans, traces
 from core.doctor.formats import read_body
@@ -359,7 +360,7 @@ class Family:
 
     records: Callable[[Any], list[Mapping[str, Any]] | None]
     call: Callable[[str, Mapping[str, Any]], Call | None]
-    unit: str
+    unit: Sentence
 
 
 FAMILIES = {LANGFUSE: Family(_langfuse_observations, _langfuse_call, Sentence("doctor_notes.unit.generations")),
@@ -390,11 +391,13 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     trace_ids = {record.trace for record, _ in found}
     named = len(conversations - trace_ids)
     notes: list[str] = [Sentence("doctor_notes.read_export", name=name,
-                                 counted=traces.counted(total, unit, len(ordered)), traces=len(trace_ids),
-                                 sessions=traces.in_sessions(named), others=others)]
+                                 counted=traces.counted(total, unit, len(ordered)),
+                                 traces=words.counted("doctor_notes.traces", len(trace_ids)),
+                                 sessions=traces.in_sessions(named),
+                                 others=words.counted("doctor_notes.other_records", others))]
     notes += merged
     if lifecycle:
-        notes.append(Sentence("doctor_notes.lifecycle", n=lifecycle, unit=unit))
+        notes.append(words.counted("doctor_notes.lifecycle", lifecycle, unit=words.counted(unit.key, lifecycle)))
     notes += traces.tool_notes(ordered, unit) + traces.history_notes(ordered)
     gaps = [r for r in ordered if r.gap]
     if gaps:

@@ -1,5 +1,6 @@
 """Reading the doctor's input: JSONL logs (a body or a request/response wrapper per line), JSON arrays,
-one text file per round, or one system prompt. Every line that cannot be read is named, never skipped silently.
+one text file per round, or one system prompt; traces of every tool `traces` and `exports` read, and Phoenix's spans
+dataframe saved as Parquet (`parquet`). Every line that cannot be read is named, never skipped silently.
 
 Each file is read once, in bounded pieces, and refused as soon as it passes `MAX_DOCTOR_BYTES` (so
 ``/dev/zero`` costs 50 MB, not all memory), which also makes a FIFO or ``doctor <(zcat log.gz)`` work.
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.backends.usage import find_usage, read_timings, read_usage
-from core.doctor import exports, traces
+from core.doctor import exports, parquet, traces
 from core.doctor.diagnostics import provider_diagnosis
 from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, json_problem, text_round
@@ -289,6 +290,9 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
         raise TranscriptError("No input: upload a JSONL log, a JSON array, or text files.")
     if sum(len(data) for _, data in files) > max_bytes:
         raise TranscriptError(f"The input is larger than {max_bytes / 1e6:.0f} MB.")
+    tables = [(name, data) for name, data in files if parquet.is_parquet(data)]
+    if tables:
+        return _parquet(*tables[0], max_bytes, len(files))
     texts: list[tuple[str, str]] = []
     notes: list[str] = []
     for name, data in sorted(files, key=lambda f: f[0]):
@@ -296,6 +300,13 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
     transcript = _transcript(texts, fmt)
     transcript.notes = notes + transcript.notes
     return transcript
+
+
+def _parquet(name: str, data: bytes, max_bytes: int, files: int) -> Transcript:
+    """A Parquet spans dataframe (Phoenix's), alone: its rows read as the JSON dataframe's are."""
+    if files > 1:
+        raise TranscriptError(Sentence("doctor_notes.parquet_alone", name=name))
+    return traces.read_documents([(name, parquet.frame_rows(data, name, max_bytes))])
 
 
 def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:

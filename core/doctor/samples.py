@@ -12,8 +12,9 @@ READ_FORMATS = ("request logs (JSONL, or a JSON array: Chat Completions, OpenAI 
                 "round; traces: OTLP JSON (the collector's file exporter, Jaeger, Tempo), the OpenTelemetry SDK's "
                 "span JSON (the console exporter's output, a list, one span per line; the JS SDK's span records), with "
                 "OpenInference, GenAI, OpenLLMetry or Vercel AI SDK attributes; Phoenix (REST spans pages, the "
-                "client's span list, its spans dataframe saved as JSON or JSONL); MLflow (Trace.to_json()); Pydantic "
-                "Logfire's spans (GenAI attributes or request_data); Langfuse "
+                "client's span list, its spans dataframe saved as JSON, JSONL or Parquet, a TraceDataset.save() "
+                "file); MLflow (Trace.to_json()); Pydantic Logfire's spans (GenAI attributes or request_data); "
+                "Langfuse "
                 "(trace download, public API traces and observations pages, observation exports as JSON or JSONL); "
                 "LangSmith runs")
 

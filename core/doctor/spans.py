@@ -16,7 +16,8 @@ The layouts (`LAYOUTS`, tried in order on each JSON document of a file):
   as a list or one per line, pandas' default of one object per column, or the ``table`` layout Phoenix's own server
   sends): a row per span, ``context.span_id``, ``parent_id``, ``span_kind``, times in milliseconds, and one column
   per attribute (``attributes.llm.input_messages`` a list of ``{"message.role": ...}`` objects), spread here back
-  into OpenInference's flat keys (``llm.input_messages.0.message.role``).
+  into OpenInference's flat keys (``llm.input_messages.0.message.role``). The same dataframe saved as Parquet
+  comes here too, its rows given as ``to_json`` writes them by `core.doctor.parquet`.
 
 A file is split into its documents by `documents`: one JSON document, one per line, or objects concatenated as the
 console exporter prints them (pretty-printed, one after another), after a banner line or a few.

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
+from core import words
 from core.backends.usage import count
 from core.doctor import jsontext, spans
 from core.doctor.calls import Node, one_per_call
@@ -501,16 +502,16 @@ def history_elsewhere(round_: Round) -> None:
 LLM_SPANS, SPANS = Sentence("doctor_notes.unit.llm_spans"), Sentence("doctor_notes.unit.spans")
 
 
-def counted(records: int, unit: str, rounds: int) -> Sentence:
+def counted(records: int, unit: Sentence, rounds: int) -> Sentence:
     """How many records were read, and as how many calls where some were merged."""
     if rounds == records:
-        return Sentence("doctor_notes.counted", n=records, unit=unit)
-    return Sentence("doctor_notes.counted_as_one" if rounds == 1 else "doctor_notes.counted_as", n=records, unit=unit,
-                    calls=rounds)
+        return Sentence("doctor_notes.counted", n=records, unit=words.counted(unit.key, records))
+    return Sentence("doctor_notes.counted_as_one" if rounds == 1 else "doctor_notes.counted_as", n=records,
+                    unit=words.counted(unit.key, records), calls=rounds)
 
 
 def in_sessions(named: int) -> Sentence:
-    return Sentence("doctor_notes.in_sessions", n=named) if named else Sentence("doctor_notes.no_sessions")
+    return words.counted("doctor_notes.in_sessions", named) if named else Sentence("doctor_notes.no_sessions")
 
 
 def history_notes(rounds: list[Round]) -> list[str]:
@@ -682,8 +683,9 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
     notes: list[str] = [Sentence("doctor_notes.read_trace",
                                  kinds=", ".join(kinds) or Sentence("doctor_notes.no_llm_spans"),
                                  counted=counted(len(found), LLM_SPANS, len(rounds)),
-                                 traces=len({s.trace_id for s, _ in found}), sessions=in_sessions(named),
-                                 others=sum(others.values()))]
+                                 traces=words.counted("doctor_notes.traces", len({s.trace_id for s, _ in found})),
+                                 sessions=in_sessions(named),
+                                 others=words.counted("doctor_notes.other_spans", sum(others.values())))]
     notes += merged + tool_notes(rounds, SPANS) + history_notes(rounds)
     gaps = [r for r in rounds if r.gap]
     if gaps:

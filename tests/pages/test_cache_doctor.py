@@ -85,14 +85,23 @@ def test_an_exported_trace_is_read_on_the_page_as_uploaded(fake_api):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ["mlflow/trace_break.json", "phoenix/break_dataframe.jsonl",
+                                  "phoenix/break_trace_dataset.parquet",
                                   "siblings/console_litellm_openinference.json"])
 def test_mlflow_phoenix_and_sibling_spans_dropped_on_the_page_show_the_break(fake_api, path):
-    """An MLflow trace, Phoenix's dataframe one row per line and two instrumentations' sibling spans, uploaded as
-    the tools wrote them: the break on round 3 in message 0 is the page's answer."""
+    """An MLflow trace, Phoenix's dataframe one row per line or saved by TraceDataset.save() as Parquet, and two
+    instrumentations' sibling spans, uploaded as the tools wrote them: the break on round 3 in message 0 is the
+    page's answer."""
     at = upload(fake_api, Path(path).name, (FIXTURES / "traces" / path).read_bytes())
     assert at.error[0].value.startswith("Round 3 broke the cache: a timestamp or date that changes, in message 0")
     assert list(at.dataframe[0].value["breaks_cache"]) == [False, False, True, False]
     assert "read as a trace (" in rendered(at)
+
+
+def test_a_damaged_parquet_upload_is_named_in_the_visitors_language(fake_api):
+    """Phoenix's Parquet cut in half (a download that stopped): the page's error names the file, in Chinese."""
+    data = (FIXTURES / "traces" / "phoenix" / "break_dataframe.parquet").read_bytes()
+    at = upload(fake_api, "spans.parquet", data[:len(data) // 2], lang="zh")
+    assert "spans.parquet 以 Parquet 文件开头，却无法按 Parquet 读取" in at.error[0].value, at.error[0].value
 
 
 @pytest.mark.slow

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from core import doctor
+from core import doctor, words
 from core.doctor.rules import BILLING_RULES, RULES_FILE
 from core.words import LANGUAGES, ContentWords, Sentence, in_words, load
 from tests.support import ROOT
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "doctor" / "traces"
 SAID_BY_KEY = re.compile(r"""Sentence\(\s*f?["']([a-z_.{}]+)["']""")
+COUNTED_KEY = re.compile(r"""counted\(\s*["']([a-z_.]+)["']""")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
@@ -57,6 +58,20 @@ def test_every_key_core_says_a_sentence_by_is_in_both_languages() -> None:
     for key in said - {"doctor_rules.{key}"}:
         for lang in LANGUAGES:
             assert isinstance(ContentWords(lang).raw(key), str), (lang, key)
+
+
+def test_every_count_core_says_has_its_singular_and_english_uses_it() -> None:
+    """`core.words.counted`: "1 trace", "2 traces"; a unit ("LLM spans") agrees with its count too."""
+    counted = {key for path in (ROOT / "core").rglob("*.py") for key in COUNTED_KEY.findall(path.read_text())}
+    assert {"doctor_notes.traces", "doctor_notes.in_sessions"} <= counted
+    units = {f"doctor_notes.unit.{key}" for key in load("en")["doctor_notes"]["unit"] if not key.endswith("_one")}
+    for key in counted | units:
+        for lang in LANGUAGES:
+            assert isinstance(ContentWords(lang).raw(key), str) and isinstance(ContentWords(lang).raw(f"{key}_one"),
+                                                                               str), (lang, key)
+    assert [words.counted("doctor_notes.traces", n) for n in (0, 1, 2)] == ["0 traces", "1 trace", "2 traces"]
+    assert words.counted("doctor_notes.unit.llm_spans", 1) == "LLM span"
+    assert in_words(words.counted("doctor_notes.traces", 1), ContentWords("zh")) == "1 条轨迹"
 
 
 def test_every_shipped_rule_is_described_in_both_languages() -> None:

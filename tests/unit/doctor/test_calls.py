@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from core.doctor.calls import Node, one_per_call
 from core.doctor.formats import chat_round
+from core.doctor.traces import LLM_SPANS
 
 SECOND = 1_000_000_000
 
@@ -19,9 +20,9 @@ def _node(key: str, question: str, start: int, end: int, parent: str | None = "a
 def test_side_by_side_records_of_one_call_are_one_round_and_said():
     nodes = [_node("client", "Sky?", 10, 14), _node("callback", "Sky?", 10, 14, model="openai/gpt-4o"),
              _node("next", "Grass?", 15, 18)]
-    kept, notes = one_per_call(nodes, "LLM spans")
+    kept, notes = one_per_call(nodes, LLM_SPANS)
     assert [node.key for node in kept] == ["client", "next"]
-    assert notes == ["1 LLM spans written beside another record of the same call (one parent, overlapping in time, "
+    assert notes == ["1 LLM span written beside another record of the same call (one parent, overlapping in time, "
                      "the same model and messages: two instrumentations, one of them writing its record after the "
                      "call) merged: one round per call"]
 
@@ -33,5 +34,5 @@ def test_a_retry_calls_at_once_two_models_other_parents_and_unknown_times_stay_a
     untimed = [_node("x", "Sky?", 0, 0), _node("y", "Sky?", 0, 0)]
     two_models = [_node("gpt", "Sky?", 10, 14), _node("claude", "Sky?", 10, 14, model="claude-sonnet-4")]
     for nodes in (retry, at_once, parents, untimed, two_models):
-        kept, notes = one_per_call(nodes, "LLM spans")
+        kept, notes = one_per_call(nodes, LLM_SPANS)
         assert len(kept) == 2 and notes == [], [node.key for node in nodes]

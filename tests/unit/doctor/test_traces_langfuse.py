@@ -23,7 +23,7 @@ def test_langgraph_generations_read_with_the_tools_langfuse_appends_as_tool_mess
     """LangChain's callback handler records the bound tools as trailing ``role: tool`` messages: they are the
     tool list, not turns; the second call extends the first by the assistant's call and the tool's result."""
     transcript = _read("langgraph-2025-08-22")
-    assert "read as a Langfuse export: 2 generations, one round each, from 1 traces (no session ids)" in \
+    assert "read as a Langfuse export: 2 generations, one round each, from 1 trace (no session ids)" in \
         transcript.notes[0] and "7 other records" in transcript.notes[0]
     first, second = transcript.rounds
     assert [m["content"] for m in first.chat] == ["Be helpful!", "Search the web for 'example' and summarize."]
@@ -81,7 +81,7 @@ def test_generations_are_grouped_by_session_and_ordered_in_time():
 def test_a_conversation_id_in_the_kept_span_is_the_session():
     """Koog writes ``gen_ai.conversation.id`` on its spans; the trace has no sessionId: the id groups them."""
     transcript = _read("koog-2025-08-26")
-    assert "from 1 traces in 1 sessions" in transcript.notes[0]
+    assert "from 1 trace in 1 session," in transcript.notes[0]
     assert [len(r.chat) for r in transcript.rounds] == [2, 6]
 
 
@@ -93,7 +93,7 @@ def test_a_session_groups_the_traces_of_one_conversation():
     for copy in (document, other):
         copy["trace"]["sessionId"] = "session-1"
     transcript = exports.read_documents(exports.LANGFUSE, [("a", document), ("b", other)])
-    assert "from 2 traces in 1 sessions" in transcript.notes[0]
+    assert "from 2 traces in 1 session," in transcript.notes[0]
     assert [r.source.split(" ")[0] for r in transcript.rounds] == ["a", "b", "a", "b"]  # same times, a first
 
 

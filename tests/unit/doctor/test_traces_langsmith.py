@@ -37,7 +37,7 @@ def test_a_thread_id_in_the_metadata_makes_one_conversation(tmp_path):
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(run) + "\n" for run in runs))
     transcript = doctor.load_paths([path])
-    assert "from 2 traces in 1 sessions" in transcript.notes[0]
+    assert "from 2 traces in 1 session," in transcript.notes[0]
     assert [r.time.minute for r in transcript.rounds if r.time] == [50, 2]
 
 
@@ -47,4 +47,4 @@ def test_a_run_with_no_messages_is_left_out_and_said():
     runs[0]["inputs"] = {"model": "o1-mini"}
     transcript = exports.read_documents(exports.LANGSMITH, [("runs", runs)])
     assert len(transcript.rounds) == 1 and transcript.rounds[0].gap is None
-    assert "1 LLM runs hold no input (records of a call's lifecycle" in " ".join(transcript.notes)
+    assert "1 LLM run holds no input (a record of a call's lifecycle" in " ".join(transcript.notes)

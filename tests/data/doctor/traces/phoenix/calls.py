@@ -6,7 +6,11 @@ Writes this folder's traces with the real tools, never by hand: `calls.py` (the 
 OpenInference, openinference-instrumentation-openai, sending its spans to a real Phoenix server, arize-phoenix, run
 on 127.0.0.1, and to the OpenTelemetry SDK's ``ConsoleSpanExporter``) against the embedded llama-server (SmolLM2,
 `core.engine.server.LocalServer`). Phoenix's own answers are written as they came: its REST spans page byte for
-byte, and its client's spans dataframe and span list saved the ways its documentation shows.
+byte, and its client's spans dataframe and span list saved the ways its documentation shows: as JSON
+(``DataFrame.to_json``), as Parquet (``DataFrame.to_parquet``, pandas' default engine pyarrow) and as Phoenix's own
+``TraceDataset(dataframe).save()`` Parquet file (renamed from ``trace_dataset-<uuid>.parquet``). The Parquet files
+were written with arize-phoenix 20.26.1, openinference-instrumentation-openai 0.1.66, openai 3.63.0, pandas 3.1.1,
+pyarrow 26.0.1 (the JSON ones before them, with the versions of their day).
 
 Rerun: ``python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix
 openinference-instrumentation-openai openai`` then
@@ -107,7 +111,8 @@ def traced(project: str, phoenix: str, llama: str, console: Path | None, hide_in
 
 def export(phoenix: str, project: str, folder: Path, expected: int, saved: dict[str, Callable[[Any], None]]) -> None:
     """What Phoenix gives back for one project, written as it came by each of ``saved`` (name: writer): its REST
-    spans page (the bytes), its client's spans dataframe (``DataFrame.to_json``) or span list (``json.dump``)."""
+    spans page (the bytes), its client's spans dataframe (``DataFrame.to_json``, ``to_parquet``, or
+    `save_dataset`) or span list (``json.dump``)."""
     from phoenix.client import Client
     client = Client(base_url=phoenix)
     deadline = time.monotonic() + 120
@@ -123,6 +128,15 @@ def export(phoenix: str, project: str, folder: Path, expected: int, saved: dict[
         write(sources[name.split(":", 1)[0]]())
 
 
+def save_dataset(frame: Any, path: Path) -> None:
+    """The dataframe as Phoenix saves a trace dataset (``TraceDataset.save``: a Parquet file named by its id, with
+    Phoenix's metadata), moved to ``path``."""
+    from phoenix.trace import TraceDataset
+    with tempfile.TemporaryDirectory() as directory:
+        dataset_id = TraceDataset(frame).save(directory)
+        (Path(directory) / f"trace_dataset-{dataset_id}.parquet").replace(path)
+
+
 def main(llama: str, folder: Path) -> None:
     process, phoenix = start_phoenix()
     try:
@@ -131,11 +145,15 @@ def main(llama: str, folder: Path) -> None:
             "page": lambda content: (folder / "break_rest_page.json").write_bytes(content),
             "frame:records": lambda frame: frame.to_json(folder / "break_dataframe.json", orient="records"),
             "frame:lines": lambda frame: frame.to_json(folder / "break_dataframe.jsonl", orient="records",
-                                                       lines=True)})
+                                                       lines=True),
+            "frame:parquet": lambda frame: frame.to_parquet(folder / "break_dataframe.parquet"),
+            "frame:dataset": lambda frame: save_dataset(frame, folder / "break_trace_dataset.parquet")})
         traced("weather-kept", phoenix, llama, None, False, None)
         export(phoenix, "weather-kept", folder, 5, {
             "frame": lambda frame: frame.to_json(folder / "no_break_dataframe.json"),  # pandas' default layout
-            "spans": lambda spans: (folder / "no_break_spans.json").write_text(json.dumps(spans, indent=2))})
+            "spans": lambda spans: (folder / "no_break_spans.json").write_text(json.dumps(spans, indent=2)),
+            "frame:parquet": lambda frame: frame.to_parquet(folder / "no_break_dataframe.parquet"),
+            "frame:dataset": lambda frame: save_dataset(frame, folder / "no_break_trace_dataset.parquet")})
         traced("weather-hidden", phoenix, llama, None, True, None)
         export(phoenix, "weather-hidden", folder, 5, {
             "page": lambda content: (folder / "hidden_inputs_rest_page.json").write_bytes(content)})

@@ -399,9 +399,7 @@ def read_documents(name: str, documents: list[tuple[str, Any]]) -> Transcript:
     if lifecycle:
         notes.append(words.counted("doctor_notes.lifecycle", lifecycle, unit=words.counted(unit.key, lifecycle)))
     notes += traces.tool_notes(ordered, unit) + traces.history_notes(ordered)
-    gaps = [r for r in ordered if r.gap]
-    if gaps:
-        notes.append(Sentence("doctor_notes.gaps", n=len(gaps), total=len(ordered), unit=unit))
+    notes += traces.gaps_note(ordered, unit)
     return Transcript(ordered, [], "trace", notes)
 
 

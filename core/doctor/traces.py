@@ -524,14 +524,21 @@ def tools_unseen(round_: Round) -> bool:
         b.field in TOOL_FIELDS or b.text.startswith("<tool_call_id>") for m in round_.messages for b in m.blocks)
 
 
-def tool_notes(rounds: list[Round], unit: str) -> list[str]:
+def tool_notes(rounds: list[Round], unit: Sentence) -> list[str]:
     """What the rounds say of their tool lists, where one could not be seen."""
     read = [r for r in rounds if not r.gap]
     if read and not any(r.raw_tools for r in read):
         return [Sentence("doctor_notes.no_tools", unit=unit, looked=LOOKED_FOR_TOOLS)]
     unseen = sum(tools_unseen(r) for r in read)
-    return [Sentence("doctor_notes.tools_unseen", n=unseen, total=len(read), unit=unit,
-                     looked=LOOKED_FOR_TOOLS)] if unseen else []
+    return [words.counted("doctor_notes.tools_unseen", unseen, total=len(read),
+                          unit=words.counted(unit.key, len(read)), looked=LOOKED_FOR_TOOLS)] if unseen else []
+
+
+def gaps_note(rounds: list[Round], unit: Sentence) -> list[str]:
+    """How many rounds do not hold their whole prompt (no verdict for them), verb and noun agreeing."""
+    gaps = sum(1 for r in rounds if r.gap)
+    return [words.counted("doctor_notes.gaps", gaps, total=len(rounds),
+                          unit=words.counted(unit.key, len(rounds)))] if gaps else []
 
 
 def gap_round(model: Any, where: str) -> Round:
@@ -687,9 +694,7 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
                                  sessions=in_sessions(named),
                                  others=words.counted("doctor_notes.other_spans", sum(others.values())))]
     notes += merged + tool_notes(rounds, SPANS) + history_notes(rounds)
-    gaps = [r for r in rounds if r.gap]
-    if gaps:
-        notes.append(Sentence("doctor_notes.gaps", n=len(gaps), total=len(rounds), unit=SPANS))
+    notes += gaps_note(rounds, SPANS)
     if not found and documents:
         errors.append(no_llm_span(documents[0][0].split(" line ")[0], others))
     return Transcript(rounds, errors, "trace", notes, unused=unused)

@@ -72,6 +72,16 @@ def test_every_count_core_says_has_its_singular_and_english_uses_it() -> None:
     assert [words.counted("doctor_notes.traces", n) for n in (0, 1, 2)] == ["0 traces", "1 trace", "2 traces"]
     assert words.counted("doctor_notes.unit.llm_spans", 1) == "LLM span"
     assert in_words(words.counted("doctor_notes.traces", 1), ContentWords("zh")) == "1 条轨迹"
+    assert {"doctor_notes.gaps", "doctor_notes.tools_unseen"} <= counted  # "1 of 1 spans do not hold" was said
+
+
+def test_a_count_of_one_round_agrees_in_verb_and_noun() -> None:
+    from core.doctor.model import Round
+    from core.doctor.traces import SPANS, gaps_note
+    one, two = Round([], gap="cut"), Round([])
+    assert gaps_note([one], SPANS) == ["1 of 1 span does not hold its whole prompt: that round gets no verdict"]
+    assert gaps_note([one, two], SPANS) == ["1 of 2 spans does not hold its whole prompt: that round gets no verdict"]
+    assert gaps_note([two], SPANS) == []
 
 
 def test_every_shipped_rule_is_described_in_both_languages() -> None:

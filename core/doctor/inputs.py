@@ -26,7 +26,7 @@ from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, json_problem, text_round
 from core.doctor.rules import served_by
 from core.documents import DocumentError, read_document
-from core.words import Sentence
+from core.words import Sentence, said
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
@@ -129,8 +129,9 @@ def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = N
         try:
             round_, problems = read_line(data, where, line_format)
         except ValueError as exc:
-            message = str(exc)
-            errors.append(message if message.startswith(where) else f"{where}: {message}")
+            message = said(exc)
+            errors.append(message if message.startswith(where) else Sentence("doctor_read.at", where=where,
+                                                                               problem=message))
             continue
         except RecursionError:
             errors.append(f"{where}: nested too deeply to read (deeper than Python's recursion limit)")
@@ -140,8 +141,7 @@ def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = N
             continue
         rounds.append(round_)
         unused += [f"{where}: {problem}" for problem in problems]
-    notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
-             "only what this body adds is compared" for r in rounds if r.server_history]
+    notes: list[str] = [Sentence("doctor_read.server_history", source=r.source) for r in rounds if r.server_history]
     return Transcript(rounds, errors, kind, notes, mixed, unused)
 
 
@@ -157,7 +157,9 @@ def _objects_once(twice: list[str]) -> Callable[[list[tuple[str, Any]]], dict[st
 
 
 def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
-    items, errors, unused = [], [], []
+    items: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    unused: list[str] = []
     twice: list[str] = []
     decoder = json.JSONDecoder(object_pairs_hook=_objects_once(twice))
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may sit inside a string
@@ -166,7 +168,8 @@ def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Trans
         try:
             items.append((f"{name} line {number}", decoder.decode(line)))
         except json.JSONDecodeError as exc:
-            errors.append(f"{name} line {number}: not valid JSON ({json_problem(exc)})")
+            errors.append(Sentence("doctor_read.not_json_line", where=f"{name} line {number}",
+                                   problem=json_problem(exc)))
         except RecursionError:
             errors.append(f"{name} line {number}: nested too deeply to read (deeper than Python's recursion limit)")
         if twice:
@@ -188,8 +191,8 @@ def parse_json_array(text: str, name: str = "input", fmt: str | None = None) -> 
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise TranscriptError(f"{name} is not valid JSON ({exc.msg} at {where}).") from None
+        raise TranscriptError(Sentence("doctor_read.not_json_file", name=name, msg=exc.msg, line=exc.lineno,
+                                       column=exc.colno)) from None
     except RecursionError:
         raise TranscriptError(f"{name} is nested too deeply to read (deeper than Python's recursion limit).") from None
     if isinstance(data, dict) and isinstance(data.get("requests"), list):
@@ -265,8 +268,7 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
         except UnicodeDecodeError as bad:  # a log: the line says more than the byte
             if "UTF-8" in str(exc):
                 line = data.count(b"\n", 0, bad.start) + 1
-                raise TranscriptError(f"{name} line {line} is not valid UTF-8 (byte {bad.start} of the file): save "
-                                      "the log as UTF-8 text, or delete that line.") from None
+                raise TranscriptError(Sentence("doctor_read.not_utf8", name=name, line=line, byte=bad.start)) from None
         raise TranscriptError(str(exc)) from None
 
 

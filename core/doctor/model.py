@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.words import Sentence
+
 # input formats, as named to the user
 CHAT = "chat completions"
 RESPONSES = "responses"
@@ -21,9 +23,11 @@ class TranscriptError(ValueError):
 
 def json_problem(exc: json.JSONDecodeError, unit: str = "column") -> str:
     """A JSON error in words with where it is: its column, or (``unit="character"``, for JSON held in a string) its
-    character ("Unterminated string starting at" already ends in "at")."""
+    character ("Unterminated string starting at" already ends in "at"); a `Sentence`, the parser's own words quoted."""
     at = exc.colno if unit == "column" else exc.pos + 1
-    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} {unit} {at:,}"
+    english = f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} {unit} {at:,}"
+    return Sentence("doctor_read.json_problem", said=english, msg=exc.msg.removesuffix(" at"), at=at,
+                    unit=Sentence(f"doctor_read.unit_{unit}"))
 
 
 @dataclass

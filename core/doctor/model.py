@@ -25,9 +25,8 @@ def json_problem(exc: json.JSONDecodeError, unit: str = "column") -> str:
     """A JSON error in words with where it is: its column, or (``unit="character"``, for JSON held in a string) its
     character ("Unterminated string starting at" already ends in "at"); a `Sentence`, the parser's own words quoted."""
     at = exc.colno if unit == "column" else exc.pos + 1
-    english = f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} {unit} {at:,}"
-    return Sentence("doctor_read.json_problem", said=english, msg=exc.msg.removesuffix(" at"), at=at,
-                    unit=Sentence(f"doctor_read.unit_{unit}"))
+    said = Sentence("doctor_read.unit_column") if unit == "column" else Sentence("doctor_read.unit_character")
+    return Sentence("doctor_read.json_problem", msg=exc.msg.removesuffix(" at"), at=at, unit=said)
 
 
 @dataclass

@@ -187,10 +187,11 @@ def _text(key: str, value: Any) -> str:
 
 
 def _objects(value: Any, key: str, what: str) -> list[Mapping[str, Any]]:
-    """``value`` as a list of JSON objects, else a `Gap` naming the attribute (a hostile or broken exporter)."""
+    """``value`` as a list of JSON objects, else a `Gap` naming the attribute and (``what``, the key of its words)
+    what it should list (a hostile or broken exporter)."""
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
         shown = type(value).__name__ if isinstance(value, list | Mapping) else repr(value)[:40]
-        raise Gap(Sentence("doctor_read.not_objects", field=key, what=Sentence(f"doctor_read.what_{what}"),
+        raise Gap(Sentence("doctor_read.not_objects", field=key, what=Sentence(what),
                            shown=shown))
     return value
 
@@ -199,7 +200,7 @@ def genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A GenAI semconv message (``role``, ``parts``) as a Chat Completions message."""
     out: dict[str, Any] = {"role": message.get("role", "user")}
     texts, calls = [], []
-    for part in _objects(message.get("parts") or [], key, "parts"):
+    for part in _objects(message.get("parts") or [], key, "doctor_read.what_parts"):
         kind = part.get("type")
         if kind == "text":
             texts.append(_text(key, part.get("content", "")))
@@ -230,10 +231,11 @@ def _chat_tool(tool: Any) -> Any:
 def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     system = _json(attributes, "gen_ai.system_instructions")
     messages = [genai_message(m, "gen_ai.input.messages")
-                for m in _objects(_json(attributes, "gen_ai.input.messages", []), "gen_ai.input.messages", "messages")]
+                for m in _objects(_json(attributes, "gen_ai.input.messages", []), "gen_ai.input.messages",
+                                  "doctor_read.what_messages")]
     if system:
-        parts = _objects(system, "gen_ai.system_instructions", "parts") if not isinstance(system, str) \
-            else [{"type": "text", "content": system}]
+        parts = [{"type": "text", "content": system}] if isinstance(system, str) \
+            else _objects(system, "gen_ai.system_instructions", "doctor_read.what_parts")
         messages.insert(0, genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
     definitions = attributes.get("gen_ai.tool.definitions")
     if definitions is None and "llm.request.functions.0.name" in attributes:  # LiteLLM: OpenLLMetry's tool keys

@@ -1,62 +1,25 @@
-"""No English sentence on the Chinese pages (AppTest): every page with its recorded run, the cache doctor with every
-log and trace under tests/data/doctor/ (the malformed, unreadable and refused ones too), a run a hosted demo
-refuses and one experiment 6 refuses on an API.
+"""No English sentence on the Chinese pages (AppTest): every page with its recorded run (and the roofline page with a
+datasheet's roofs), the cache doctor with every log and trace under tests/data/doctor/ (the malformed, unreadable
+and refused ones too), a run a hosted demo refuses and one experiment 6 refuses on an API.
 
-How a sentence is read (`english`): the text of every element the page sends (markdown, captions, alerts, metric
-labels and values, button and widget labels, help and options, tab and expander labels, table headers and
-cells) is cut into words at whitespace and at every non-ASCII character (a Chinese character ends a run), each
-word's surrounding punctuation dropped; a run of three or more consecutive plain ASCII words (letters, an
-apostrophe inside) is English. Not read as words: code spans in backticks, text quoted in “…” or '…' (the
-visitor's own data, a parser's own message), the doctor's quoted prompt excerpts (``<pre>``), and names from
-`NAMES` (formats, providers, presets). A file name, a field name (``gen_ai.input.messages``), a number with its
-unit or a model name holds a digit, a dot, a slash, a hyphen or an underscore, so it is no word. Left out on
-purpose, so still English: the roofline probe's method as its cache holds it, free text written by
-`core.roofline.peaks` (``numpy float32 matmul, 2048x2048, best of 5, 2 threads``: `PROBE_METHOD`).
+How a sentence is read: `tests.support.english.english`.
 """
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.backends.presets import PRESETS
 from core.experiments import EXPERIMENTS
 from core.runs.runner import BackgroundRun
 from tests.support.apptest import ROOT, api_state, app
+from tests.support.english import english
 from ui.navigation import PAGES
 
 pytestmark = pytest.mark.slow
 
 DOCTOR = ROOT / "tests" / "data" / "doctor"
-NAMES = ["Anthropic Messages API", "Anthropic Messages", "Chat Completions", "OpenAI Responses", "Vercel AI SDK",
-         "OpenTelemetry SDK", "OpenTelemetry GenAI", "chat completions", "anthropic messages",
-         "gemini generateContent", "Mac Studio", *PRESETS]
-PROBE_METHOD = re.compile(r"numpy float\d\d [^。]*")  # core.roofline.peaks.Ceiling.describe(), free text in a cache
-QUOTED = re.compile(r"`[^`]*`|“[^”]*”|'[^'\n]*'")
-WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 SKIPPED_FIELDS = {"id", "form_id", "spec", "icon", "type", "format", "css", "url", "key"}
-
-
-def english(text: str) -> list[str]:
-    """The runs of three or more English words in ``text`` (see the module's docstring)."""
-    if text.lstrip().startswith("<pre"):
-        return []
-    text = QUOTED.sub(" · ", PROBE_METHOD.sub(" · ", text))
-    for name in sorted(NAMES, key=len, reverse=True):
-        text = text.replace(name, " · ")
-    text = re.sub(r"[^\x00-\x7f]", " · ", text.replace("’", "'"))  # a Chinese character ends a run
-    runs, run = [], []
-    for token in text.split():
-        word = token.strip(".,;:!?()[]{}\"*")
-        if WORD.fullmatch(word):
-            run.append(word)
-            continue
-        if len(run) >= 3:
-            runs.append(" ".join(run))
-        run = []
-    return runs + ([" ".join(run)] if len(run) >= 3 else [])
 
 
 def texts(at: AppTest) -> list[str]:
@@ -103,6 +66,7 @@ def test_the_reading_of_a_sentence():
     assert english("Choose fewer rounds.") == ["Choose fewer rounds"]
 
 
+
 def recorded_history() -> dict[str, list[BackgroundRun]]:
     history = {}
     for spec in EXPERIMENTS.values():
@@ -112,7 +76,7 @@ def recorded_history() -> dict[str, list[BackgroundRun]]:
     return history
 
 
-def test_every_page_with_its_recorded_run_speaks_chinese():
+def test_every_page_with_its_recorded_run_speaks_chinese(fake_api):
     history = recorded_history()
     assert len(history) >= 7
     found = []
@@ -121,7 +85,11 @@ def test_every_page_with_its_recorded_run_speaks_chinese():
         at.run()
         at.switch_page(page.path).run()
         found += [f"{page.path}: {finding}" for finding in english_on(at)]
-    assert found == []
+    at = app(**api_state(fake_api), lang="zh", roofline_accelerator="NVIDIA H100 SXM")  # roofs from a datasheet
+    at.run()
+    at.switch_page("app_pages/roofline.py").run()
+    assert any("数据手册" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert found + english_on(at) == []
 
 
 def doctor_inputs() -> list[tuple[str, bytes]]:

@@ -269,7 +269,7 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
             if "UTF-8" in str(exc):
                 line = data.count(b"\n", 0, bad.start) + 1
                 raise TranscriptError(Sentence("doctor_read.not_utf8", name=name, line=line, byte=bad.start)) from None
-        raise TranscriptError(str(exc)) from None
+        raise TranscriptError(said(exc)) from None
 
 
 def looks_like_log(data: bytes) -> bool:

@@ -1,6 +1,7 @@
 """No English sentence on the Chinese pages (AppTest): every page with its recorded run (and the roofline page with a
 datasheet's roofs), the cache doctor with every log and trace under tests/data/doctor/ (the malformed, unreadable
-and refused ones too), a run a hosted demo refuses and one experiment 6 refuses on an API.
+and refused ones too), a run a hosted demo refuses, an upload experiment 3 cannot read and experiment 6 refused
+on an API.
 
 How a sentence is read: `tests.support.english.english`.
 """
@@ -94,14 +95,15 @@ def test_every_page_with_its_recorded_run_speaks_chinese(fake_api):
 
 def doctor_inputs() -> list[tuple[str, bytes]]:
     """Every log and trace of the doctor's tests, and inputs it refuses: bytes that are not UTF-8, JSON cut short, a
-    trace cut after its spans, a trace with no LLM call."""
+    trace cut after its spans, a trace with no LLM call, a blank file, a binary one."""
     files = [p for p in sorted(DOCTOR.rglob("*")) if p.suffix in (".json", ".jsonl", ".txt")]
     assert len(files) > 100 and any(p.parent.name == "traces" for p in files)
     spans = (DOCTOR / "traces" / "sdk" / "console_openinference.json").read_bytes()
     no_llm = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "01", "spanId": "02", "name": "GET /"}]}]}]}'
     return [(p.name, p.read_bytes()) for p in files] + [
         ("latin1.jsonl", "\u00e9t\u00e9".encode("latin-1")), ("empty.json", b"{}"),
-        ("broken.json", b'[{"messages": '), ("cut_trace.json", spans + b'\n{"name": '), ("no_llm.json", no_llm)]
+        ("broken.json", b'[{"messages": '), ("cut_trace.json", spans + b'\n{"name": '), ("no_llm.json", no_llm),
+        ("blank.jsonl", b" \n"), ("binary.jsonl", b"{\x00}")]
 
 
 def test_the_doctor_speaks_chinese_on_every_log_and_trace(fake_api):
@@ -115,7 +117,8 @@ def test_the_doctor_speaks_chinese_on_every_log_and_trace(fake_api):
 
 
 def test_refused_runs_are_said_in_chinese(fake_api):
-    """A run over a hosted demo's limit, and experiment 6 (which needs a llama-server) on an API."""
+    """A run over a hosted demo's limit, a document that is not UTF-8, and experiment 6 (which needs a llama-server)
+    on an API."""
     at = app(**api_state(fake_api), lang="zh")
     for name, value in {"PREFILL_LAB_HOSTED": "true", "PREFILL_LAB_ALLOWED_BASE_URLS": fake_api.base_url,
                         "PREFILL_LAB_ALLOW_LOOPBACK": "true", "PREFILL_LAB_MAX_TOKENS_PER_RUN": "10"}.items():
@@ -125,6 +128,9 @@ def test_refused_runs_are_said_in_chinese(fake_api):
     at.button(key="run_cache").click().run()
     assert [e.proto.icon for e in at.error] == [":material/block:"]
     found = english_on(at)
+    at.file_uploader(key="cache_upload").upload("notes.txt", "\u00e9t\u00e9".encode("latin-1"), "text/plain").run()
+    assert any("UTF-8" in e.value for e in at.error)
+    found += english_on(at)
     at = app(**api_state(fake_api), lang="zh")
     at.run()
     at.switch_page("app_pages/kv_cache.py").run()

@@ -130,7 +130,7 @@ def uploaded(t: Texts, section: str, upload: Any, default: D, default_name: str)
     try:
         text = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes)
     except DocumentError as exc:
-        st.error(t(f"{section}.doc_error", error=exc), icon=":material/warning:")
+        st.error(t(f"{section}.doc_error", error=in_words(said(exc), t)), icon=":material/warning:")
         return default, default_name
     st.caption(t(f"{section}.doc_uploaded", name=upload.name))
     return text, upload.name

@@ -469,14 +469,15 @@ def span_problems(attributes: Mapping[str, Any], kind: str) -> list[str]:
     """What of a span's counts and model cannot be used, each naming its attribute: a count that is no whole
     number, a cached count above the prompt's (the column is left empty), a model that is no name."""
     prompt, cached, _ = _count_keys(attributes, kind)
-    problems = [f"{key} = {attributes[key]!r:.40} (not a token count): left out" for key in (prompt, cached)
-                if key and attributes.get(key) is not None and count(attributes[key]) is None]
+    problems: list[str] = [Sentence("doctor_input_refused.span_not_count", field=key, value=f"{attributes[key]!r:.40}")
+                           for key in (prompt, cached)
+                           if key and attributes.get(key) is not None and count(attributes[key]) is None]
     prompt_tokens, cached_tokens = count(attributes.get(prompt)), count(attributes.get(cached)) if cached else None
     if prompt_tokens is not None and cached_tokens is not None and cached_tokens > prompt_tokens:
-        problems.append(f"usage not used: {cached_tokens} cached tokens is more than the {prompt_tokens} prompt "
-                        f"tokens ({cached} > {prompt})")
-    problems += [f"{key} = {attributes[key]!r:.40} (not a model name): left out" for key in MODEL_KEYS
-                 if attributes.get(key) is not None and not isinstance(attributes[key], str)]
+        problems.append(Sentence("doctor_input_refused.span_impossible", cached=cached_tokens, prompt=prompt_tokens,
+                                 cached_key=cached, prompt_key=prompt))
+    problems += [Sentence("doctor_input_refused.not_model", field=key, value=f"{attributes[key]!r:.40}")
+                 for key in MODEL_KEYS if attributes.get(key) is not None and not isinstance(attributes[key], str)]
     return problems
 
 
@@ -677,13 +678,16 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
     found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
-    nodes, errors, unused = [], [], []
+    nodes: list[Node] = []
+    errors: list[str] = []
+    unused: list[str] = []
     for span, kind in found:
         try:
             nodes.append(Node(span.span_id, span.parent, span_round(span, kind), span.start_ns, span.end_ns))
         except ValueError as exc:
-            errors.append(f"{span.where}: {exc}")
-        unused += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
+            errors.append(Sentence("doctor_read.at", where=span.where, problem=said(exc)))
+        unused += [Sentence("doctor_read.at", where=span.where, problem=problem)
+                   for problem in span_problems(span.attributes, kind)]
     nodes, merged = one_per_call(nodes, LLM_SPANS)
     rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})

@@ -93,9 +93,17 @@ def test_every_page_with_its_recorded_run_speaks_chinese(fake_api):
     assert found + english_on(at) == []
 
 
+USAGE = b"\n".join((  # counts that cannot be used: not a number, more cached than prompt tokens; a key given twice
+    b'{"request": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, '
+    b'"response": {"usage": {"prompt_tokens": "many", "completion_tokens": 1}}}',
+    b'{"request": {"model": "m", "model": "m", "messages": [{"role": "user", "content": "hi"}]}, '
+    b'"response": {"usage": {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 50}}}}'))
+
+
 def doctor_inputs() -> list[tuple[str, bytes]]:
     """Every log and trace of the doctor's tests, and inputs it refuses: bytes that are not UTF-8, JSON cut short, a
-    trace cut after its spans, a trace with no LLM call, a blank file, a binary one."""
+    trace cut after its spans, a trace with no LLM call, a blank file, a binary one, a logger's prefix, UTF-16
+    without its mark, a gzip file that is not one, usage that cannot be used."""
     files = [p for p in sorted(DOCTOR.rglob("*")) if p.suffix in (".json", ".jsonl", ".txt")]
     assert len(files) > 100 and any(p.parent.name == "traces" for p in files)
     spans = (DOCTOR / "traces" / "sdk" / "console_openinference.json").read_bytes()
@@ -103,7 +111,9 @@ def doctor_inputs() -> list[tuple[str, bytes]]:
     return [(p.name, p.read_bytes()) for p in files] + [
         ("latin1.jsonl", "\u00e9t\u00e9".encode("latin-1")), ("empty.json", b"{}"),
         ("broken.json", b'[{"messages": '), ("cut_trace.json", spans + b'\n{"name": '), ("no_llm.json", no_llm),
-        ("blank.jsonl", b" \n"), ("binary.jsonl", b"{\x00}")]
+        ("blank.jsonl", b" \n"), ("binary.jsonl", b"{\x00}"), ("prefixed.jsonl", b'INFO {"messages": []}'),
+        ("utf16.jsonl", '{"messages": []}'.encode("utf-16-le")), ("log.jsonl.gz", b"\x1f\x8b not gzip"),
+        ("usage.jsonl", USAGE)]
 
 
 def test_the_doctor_speaks_chinese_on_every_log_and_trace(fake_api):

@@ -58,19 +58,19 @@ kept = read_inputs(t, inputs, most_bytes, log_format)
 transcript, digest = kept["transcript"], kept["digest"]
 decision = doctor.comparison(transcript, ", ".join(n for n, _ in inputs))  # what is compared: the CLI's call too
 if decision.kind == doctor.UNREAD:
-    st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {e}" for e in transcript.errors[:20]),
+    st.error(t("doctor_input.unread") + "\n\n" + "\n".join(f"- {in_words(e, t)}" for e in transcript.errors[:20]),
              icon=":material/error:")
     st.stop()
 for problem in transcript.errors:
-    st.warning(t("doctor.skipped", error=problem), icon=":material/warning:")
+    st.warning(t("doctor.skipped", error=in_words(problem, t)), icon=":material/warning:")
 for problem in transcript.unused:
-    st.warning(t("doctor.not_used", problem=problem), icon=":material/warning:")
+    st.warning(t("doctor.not_used", problem=in_words(problem, t)), icon=":material/warning:")
 st.caption(t("doctor_input.formats", name=", ".join(n for n, _ in inputs), formats=", ".join(transcript.formats),
              rounds=len(transcript.rounds)))
 for note in transcript.notes:  # what was read and how (a trace's conventions, what its spans lack, gzip)
     st.caption(in_words(note, t))
 if transcript.mixed:
-    st.warning(t("doctor_input.mixed", mixed=transcript.mixed), icon=":material/call_split:")
+    st.warning(t("doctor_input.mixed", mixed=in_words(transcript.mixed, t)), icon=":material/call_split:")
 
 if decision.kind == doctor.SINGLE_ROUND:
     st.error(t("doctor.single_round", name=decision.name), icon=":material/error:")

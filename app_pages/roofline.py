@@ -67,9 +67,9 @@ else:
     a.metric(t("roofline.compute"), si(roof.flops, "FLOP/s") if roof.flops else t("roofline.unpublished"))
     b.metric(t("roofline.bandwidth"), si(roof.bandwidth, "B/s"))
     c.metric(t("roofline.ridge"), f"{roof.ridge:.1f} FLOP/B" if roof.ridge else "–")
-    compute_how = roof.compute.describe() if roof.compute else t("roofline.unpublished")
+    compute_how = roof.compute.describe(t) if roof.compute else t("roofline.unpublished")
     st.caption(t("roofline.how", machine=roof.machine, when=roof.as_of, compute=compute_how,
-                 memory=roof.memory.describe(), source=roof.memory.source))
+                 memory=roof.memory.describe(t), source=roof.memory.source))
     if roof.notes.get("busy"):
         st.warning(t("roofline.probe_busy", share=100 * float(roof.notes.get("cpu_share", 0))), icon=":material/speed:")
 

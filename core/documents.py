@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from core.backends.tokens import TokenCounter
+from core.words import Sentence
 
 MAX_UPLOAD_BYTES = 5 * 1024 * 1024
 
@@ -30,17 +31,15 @@ def default_document() -> str:
 def read_document(data: bytes, name: str = "upload", max_bytes: int = MAX_UPLOAD_BYTES) -> str:
     """Decode an uploaded text file, or raise `DocumentError` with a message a user can act on."""
     if len(data) > max_bytes:
-        raise DocumentError(f"{name} is {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB.")
+        raise DocumentError(Sentence("document_refused.too_large", name=name, mb=len(data) / 1e6, most=max_bytes / 1e6))
     if not data.strip():
-        raise DocumentError(f"{name} is empty.")
+        raise DocumentError(Sentence("document_refused.empty", name=name))
     if b"\x00" in data[:8192]:
-        raise DocumentError(f"{name} looks like a binary file, not text. Upload a UTF-8 text file.")
+        raise DocumentError(Sentence("document_refused.binary", name=name))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DocumentError(
-            f"{name} is not valid UTF-8 (byte {exc.start}). Save it as UTF-8 text and upload again."
-        ) from None
+        raise DocumentError(Sentence("document_refused.not_utf8", name=name, byte=exc.start)) from None
     return text.replace("\r\n", "\n")
 
 
@@ -59,7 +58,7 @@ class FittedDocument:
 def fit_document(text: str, budget_tokens: int, counter: TokenCounter) -> FittedDocument:
     """Cut ``text`` to at most ``budget_tokens`` tokens (at a token boundary when counts are exact)."""
     if budget_tokens <= 0:
-        raise DocumentError("The token budget leaves no room for the document.")
+        raise DocumentError(Sentence("document_refused.no_room"))
     original = counter.count(text)
     if original <= budget_tokens:
         return FittedDocument(text, original, original, counter.exact)

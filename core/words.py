@@ -80,6 +80,12 @@ def _sentence(key: str, values: dict[str, Any]) -> Sentence:
     return Sentence(key, **values)
 
 
+def said(exc: BaseException) -> str:
+    """What an exception says: its `Sentence` where it carries one (the page then says it in its visitor's
+    language), else its text."""
+    return exc.args[0] if exc.args and isinstance(exc.args[0], Sentence) else str(exc)
+
+
 def in_words(text: str, words: Words) -> str:
     """``text`` in the language of ``words`` where it is a `Sentence`, else as it is."""
     if not isinstance(text, Sentence):

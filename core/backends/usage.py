@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.words import Sentence
+
 ANTHROPIC_CACHE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_tokens")
 
 
@@ -43,7 +45,7 @@ class Usage:
         still records both, as a provider sent them: xAI on Azure counts only uncached tokens as its prompt.)"""
         cached, prompt = self.cached_tokens, self.prompt_tokens
         if cached is not None and prompt is not None and cached > prompt:
-            return f"{self.cached_tokens} cached tokens is more than the {self.prompt_tokens} prompt tokens"
+            return Sentence("doctor_input_refused.impossible", cached=self.cached_tokens, prompt=self.prompt_tokens)
         return None
 
 
@@ -86,7 +88,8 @@ class _Reader:
             return None
         result = count(value)
         if result is None:
-            self.usage.unreadable.append(f"{self.where}.{'.'.join(path)} = {_shown(value)} (not a token count)")
+            where = f"{self.where}.{'.'.join(path)}"
+            self.usage.unreadable.append(Sentence("doctor_input_refused.not_count", field=where, value=_shown(value)))
         return result
 
     def has(self, key: str) -> bool:

@@ -23,6 +23,7 @@ from core.doctor.diagnostics import INCONCLUSIVE
 from core.doctor.model import Round, Transcript
 from core.doctor.render import Rendered, Span, can_use_template, render_with_template, serialize
 from core.doctor.rules import BillingRule, bill_round, rule_for
+from core.words import Sentence
 
 END_TOLERANCE_TOKENS = 64  # a one-message round may change this much at its very end without "breaking"
 AGREE, PROVIDER_MISSED, PROVIDER_HIT_MORE = "agree", "provider_missed", "provider_hit_more"
@@ -311,7 +312,7 @@ def _gap(rounds: list[Round], index: int) -> str | None:
     if rounds[index].gap:
         return rounds[index].gap
     if index and _whole_before(rounds, index) is None:
-        return f"the round before it is not whole ({rounds[index - 1].gap})"
+        return Sentence("doctor_read.before_not_whole", gap=rounds[index - 1].gap)
     return None
 
 

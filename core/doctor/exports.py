@@ -197,7 +197,7 @@ def _record_round(call: Call) -> Round:
         round_ = read_body(body, record.where)
         traces.check_round(round_)
     except (traces.Gap, ValueError) as exc:
-        gap = str(exc).removeprefix(f"{record.where}: ")
+        gap = traces.gap_of(exc, record.where)
         round_ = traces.gap_round(model, record.where)
     round_.time, round_.gap = record.start, gap
     traces.history_elsewhere(round_)

@@ -39,6 +39,7 @@ from core.doctor.inputs import REQUEST_KEYS, load_inputs
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, Round, Transcript, TranscriptError, tool_name
 from core.doctor.replay import replay
 from core.records import RoundResult
+from core.words import Sentence
 
 FIXABLE = (TIMESTAMP, RANDOM_ID, TOOL_ORDER, JSON_KEY_ORDER)
 MOVE_LINE_CHARS = 200
@@ -346,16 +347,16 @@ def fix_log(name: str, text: str, fmt: str | None = None, transcript: Transcript
     try:
         return _fix(name, text, fmt, transcript, analysis)
     except RecursionError:
-        raise TranscriptError(f"{name}: nested too deeply to fix; the analysis above still holds.") from None
+        raise TranscriptError(Sentence("doctor_fix_refused.too_deep", name=name)) from None
 
 
 def _fix(name: str, text: str, fmt: str | None, transcript: Transcript | None,
          analysis: Analysis | None) -> FixedLog:
     if not text.lstrip().startswith(("[", "{")):
-        raise TranscriptError(f"{name}: only a JSON or JSONL log of request bodies can be fixed.")
+        raise TranscriptError(Sentence("doctor_fix_refused.not_log", name=name))
     transcript = transcript if transcript is not None else _read(name, text, fmt)
     if len(transcript.rounds) < 2:
-        raise TranscriptError(f"{name}: fewer than two rounds could be read: nothing to fix.")
+        raise TranscriptError(Sentence("doctor_fix_refused.too_few", name=name))
     before = analysis = analysis if analysis is not None else analyse(transcript)
     if not fixable(before):  # nothing to rewrite: the log is not parsed again
         kind = "json" if text.lstrip().startswith("[") else "jsonl"
@@ -363,7 +364,7 @@ def _fix(name: str, text: str, fmt: str | None, transcript: Transcript | None,
     kind, data, entries = _parse(text)
     rounds = _aligned(entries, transcript)
     if len(rounds) < 2:
-        raise TranscriptError(f"{name}: fewer than two rounds could be read: nothing to fix.")
+        raise TranscriptError(Sentence("doctor_fix_refused.too_few", name=name))
     fixed: set[str] = set()
     changes: list[str] = []
     out = text

@@ -14,9 +14,8 @@ import re
 from typing import Any
 
 from core.doctor.model import ANTHROPIC, CHAT, GEMINI, RESPONSES, Block, Message, Round
+from core.words import Sentence
 
-EXPECTED = ('a request body with "messages" (Chat Completions or Anthropic Messages), "input" or "instructions" '
-            '(OpenAI Responses) or "contents" (Gemini), or a {"request": ..., "response": ...} wrapper')
 ANTHROPIC_ONLY_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
 # request parameters a provider keys its cache on (a change invalidates what comes after them)
 KEYED = {CHAT: ("prompt_cache_key", "chat_template_kwargs"), RESPONSES: ("prompt_cache_key",),
@@ -159,14 +158,14 @@ def _evidence(body: dict[str, Any], endpoint: str) -> str | None:
 def _family(body: Any, endpoint: str = "") -> str | None:
     """A body's own format where it shows one: Responses and Gemini by their keys, else `_evidence`."""
     if not isinstance(body, dict):
-        raise ValueError(f"expected {EXPECTED}; got a JSON {type(body).__name__}")
+        raise ValueError(Sentence("doctor_read.expected", got=Sentence("doctor_read.a_json", kind=type(body).__name__)))
     if "messages" in body:
         return _evidence(body, endpoint)
     if "input" in body or "instructions" in body or "previous_response_id" in body:
         return RESPONSES
     if "contents" in body:
         return GEMINI
-    raise ValueError(f"expected {EXPECTED}; got keys {sorted(body)[:8]}")
+    raise ValueError(Sentence("doctor_read.expected", got=Sentence("doctor_read.got_keys", keys=sorted(body)[:8])))
 
 
 def detect(body: Any, endpoint: str = "") -> str:
@@ -195,8 +194,8 @@ def decide(bodies: list[tuple[Any, str]], forced: str | None = None) -> tuple[li
     messages_default = usual if usual in (CHAT, ANTHROPIC) else CHAT
     formats = [(f or messages_default) if ok else None for f, ok in zip(own, readable, strict=True)]
     seen = sorted(set(shown))
-    mixed = None if len(seen) < 2 else "the lines of this log show more than one format (" + ", ".join(
-        f"{fmt}: {shown.count(fmt)}" for fmt in seen) + "): each line is read in its own"
+    counts = ", ".join(f"{fmt}: {shown.count(fmt)}" for fmt in seen)
+    mixed = None if len(seen) < 2 else Sentence("doctor_read.mixed", counts=counts)
     return formats, mixed
 
 
@@ -204,7 +203,7 @@ def read_body(body: Any, where: str, endpoint: str = "", fmt: str | None = None)
     """One request body as a round, read as ``fmt`` (decided for the log, or forced), else as it looks alone."""
     fmt = fmt or detect(body, endpoint)
     if not isinstance(body, dict):
-        raise ValueError(f"expected {EXPECTED}; got a JSON {type(body).__name__}")
+        raise ValueError(Sentence("doctor_read.expected", got=Sentence("doctor_read.a_json", kind=type(body).__name__)))
     readers = {CHAT: chat_round, ANTHROPIC: anthropic_round, RESPONSES: responses_round, GEMINI: gemini_round}
     round_ = readers[fmt](body, where, endpoint)
     round_.endpoint = endpoint

@@ -27,7 +27,7 @@ from core.doctor.formats import decide, read_body
 from core.doctor.model import Measured, Round, Transcript, TranscriptError, json_problem, text_round
 from core.doctor.rules import served_by
 from core.documents import DocumentError, read_document
-from core.words import Sentence
+from core.words import Sentence, said
 
 MAX_DOCTOR_BYTES = 50 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
@@ -69,7 +69,7 @@ def measured(response: Any) -> tuple[Measured | None, list[str]]:
     problems = list(usage.unreadable)
     impossible = usage.impossible()
     if impossible:
-        problems.append(f"usage not used: {impossible}")
+        problems.append(Sentence("doctor_input_refused.not_used", why=impossible))
     if usage.cached_tokens is None or impossible:
         return None, problems
     source = usage.source.rsplit(".", 1)[-1] if usage.source != "timings.cache_n" else usage.source
@@ -108,7 +108,7 @@ def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, lis
     """One log entry: a bare request body, or a wrapper holding the request with its response; and what
     in its usage could not be used."""
     if isinstance(data, dict) and isinstance(data.get("request_error"), str):  # the capture proxy's own note
-        raise ValueError(f"the capture proxy could not read this request: {data['request_error']}")
+        raise ValueError(Sentence("doctor_input_refused.capture_error", error=data["request_error"]))
     request, endpoint, response, wrapper = _unwrap(data)
     round_ = read_body(request, where, endpoint, fmt)
     problems: list[str] = []
@@ -125,24 +125,27 @@ def read_line(data: Any, where: str, fmt: str | None = None) -> tuple[Round, lis
 def _read_items(items: Sequence[tuple[str, Any]], kind: str, fmt: str | None = None) -> Transcript:
     """Every entry read, in the format decided for the whole log (`formats.decide`), or ``fmt`` when forced."""
     formats, mixed = decide([_unwrap(data)[:2] for _, data in items], fmt)
-    rounds, errors, unused = [], [], []
+    rounds: list[Round] = []
+    errors: list[str] = []
+    unused: list[str] = []
     for (where, data), line_format in zip(items, formats, strict=True):
         try:
             round_, problems = read_line(data, where, line_format)
         except ValueError as exc:
-            message = str(exc)
-            errors.append(message if message.startswith(where) else f"{where}: {message}")
+            message = said(exc)
+            errors.append(message if message.startswith(where) else Sentence("doctor_read.at", where=where,
+                                                                               problem=message))
             continue
         except RecursionError:
-            errors.append(f"{where}: nested too deeply to read (deeper than Python's recursion limit)")
+            errors.append(Sentence("doctor_input_refused.too_deep_line", where=where))
             continue
         except Exception as exc:  # noqa: BLE001 - one unreadable line is named, never the end of the run
-            errors.append(f"{where}: could not be read ({type(exc).__name__}: {exc})")
+            errors.append(Sentence("doctor_input_refused.unreadable", where=where, kind=type(exc).__name__,
+                                   error=str(exc)))
             continue
         rounds.append(round_)
-        unused += [f"{where}: {problem}" for problem in problems]
-    notes = [f"{r.source}: previous_response_id: the history lives on the server and cannot be checked; "
-             "only what this body adds is compared" for r in rounds if r.server_history]
+        unused += [Sentence("doctor_read.at", where=where, problem=problem) for problem in problems]
+    notes: list[str] = [Sentence("doctor_read.server_history", source=r.source) for r in rounds if r.server_history]
     return Transcript(rounds, errors, kind, notes, mixed, unused)
 
 
@@ -158,7 +161,9 @@ def _objects_once(twice: list[str]) -> Callable[[list[tuple[str, Any]]], dict[st
 
 
 def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Transcript:
-    items, errors, unused = [], [], []
+    items: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    unused: list[str] = []
     twice: list[str] = []
     decoder = json.JSONDecoder(object_pairs_hook=_objects_once(twice))
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 may sit inside a string
@@ -167,12 +172,13 @@ def parse_jsonl(text: str, name: str = "input", fmt: str | None = None) -> Trans
         try:
             items.append((f"{name} line {number}", decoder.decode(line)))
         except json.JSONDecodeError as exc:
-            errors.append(f"{name} line {number}: not valid JSON ({json_problem(exc)})")
+            errors.append(Sentence("doctor_read.not_json_line", where=f"{name} line {number}",
+                                   problem=json_problem(exc)))
         except RecursionError:
-            errors.append(f"{name} line {number}: nested too deeply to read (deeper than Python's recursion limit)")
+            errors.append(Sentence("doctor_input_refused.too_deep_line", where=f"{name} line {number}"))
         if twice:
-            unused += [f"{name} line {number}: the key {key!r} is given twice in one object; the last one is read, "
-                       "as JSON readers do" for key in dict.fromkeys(twice)]
+            unused += [Sentence("doctor_input_refused.given_twice", where=f"{name} line {number}", name=repr(key))
+                       for key in dict.fromkeys(twice)]
             twice.clear()
     transcript = _read_items(items, "jsonl", fmt)
     transcript.errors = sorted(errors + transcript.errors, key=_line_number)
@@ -189,16 +195,16 @@ def parse_json_array(text: str, name: str = "input", fmt: str | None = None) -> 
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        raise TranscriptError(f"{name} is not valid JSON ({exc.msg} at {where}).") from None
+        raise TranscriptError(Sentence("doctor_read.not_json_file", name=name, msg=exc.msg, line=exc.lineno,
+                                       column=exc.colno)) from None
     except RecursionError:
-        raise TranscriptError(f"{name} is nested too deeply to read (deeper than Python's recursion limit).") from None
+        raise TranscriptError(Sentence("doctor_input_refused.too_deep_file", name=name)) from None
     if isinstance(data, dict) and isinstance(data.get("requests"), list):
         data = data["requests"]
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
-        raise TranscriptError(f"{name}: expected a JSON array of request bodies.")
+        raise TranscriptError(Sentence("doctor_input_refused.not_array", name=name))
     return _read_items([(f"{name} item {i + 1}", body) for i, body in enumerate(data)], "json", fmt)
 
 
@@ -206,8 +212,7 @@ LOG_SUFFIXES = (".jsonl", ".json", ".ndjson", ".log")  # names that promise JSON
 
 
 def _too_large(name: str, max_bytes: int) -> TranscriptError:
-    return TranscriptError(f"{name} is larger than {max_bytes / 2**20:.0f} MB (reading stopped there): give a part "
-                           "of the log, e.g. its last rounds with `tail -n 200`.")
+    return TranscriptError(Sentence("doctor_input_refused.too_large_file", name=name, mb=max_bytes / 2**20))
 
 
 def read_path(path: Path, max_bytes: int = MAX_DOCTOR_BYTES) -> tuple[str, bytes]:
@@ -233,7 +238,7 @@ def _gunzip(name: str, data: bytes, max_bytes: int) -> bytes:
         try:
             piece = inflater.decompress(data, max_bytes + 1 - size)
         except zlib.error as exc:
-            raise TranscriptError(f"{name} starts like a gzip file but cannot be decompressed ({exc}).") from None
+            raise TranscriptError(Sentence("doctor_input_refused.not_gzip", name=name, error=str(exc))) from None
         size += len(piece)
         if size > max_bytes or inflater.unconsumed_tail:
             raise _too_large(f"{name} decompressed", max_bytes)
@@ -252,12 +257,10 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
         try:
             data = data.decode("utf-16").encode("utf-8")
         except UnicodeDecodeError as exc:
-            raise TranscriptError(f"{name} starts like UTF-16 but is not valid UTF-16 (byte {exc.start}); save it "
-                                  "as UTF-8 text.") from None
+            raise TranscriptError(Sentence("doctor_input_refused.not_utf16", name=name, byte=exc.start)) from None
         notes.append(Sentence("doctor_notes.utf16", name=name))
     elif len(data) >= 4 and data[:4096].count(0) * 3 > min(len(data), 4096):  # every other byte zero
-        raise TranscriptError(f"{name} looks like UTF-16 text without a byte-order mark: save it as UTF-8 "
-                              f"(e.g. `iconv -f UTF-16LE -t UTF-8 {name}`).")
+        raise TranscriptError(Sentence("doctor_input_refused.utf16_no_bom", name=name))
     try:
         return name, read_document(data, name, max_bytes)
     except DocumentError as exc:
@@ -266,9 +269,8 @@ def _decoded(name: str, data: bytes, max_bytes: int, notes: list[str]) -> tuple[
         except UnicodeDecodeError as bad:  # a log: the line says more than the byte
             if "UTF-8" in str(exc):
                 line = data.count(b"\n", 0, bad.start) + 1
-                raise TranscriptError(f"{name} line {line} is not valid UTF-8 (byte {bad.start} of the file): save "
-                                      "the log as UTF-8 text, or delete that line.") from None
-        raise TranscriptError(str(exc)) from None
+                raise TranscriptError(Sentence("doctor_read.not_utf8", name=name, line=line, byte=bad.start)) from None
+        raise TranscriptError(said(exc)) from None
 
 
 def looks_like_log(data: bytes) -> bool:
@@ -287,9 +289,9 @@ def load_inputs(files: Sequence[tuple[str, bytes]], max_bytes: int = MAX_DOCTOR_
     order), or one plain text file (a system prompt to compare strategies with). ``fmt`` forces the
     format of every line of a log (`formats.FORMATS`); by default it is decided for the whole log."""
     if not files:
-        raise TranscriptError("No input: upload a JSONL log, a JSON array, or text files.")
+        raise TranscriptError(Sentence("doctor_input_refused.no_input"))
     if sum(len(data) for _, data in files) > max_bytes:
-        raise TranscriptError(f"The input is larger than {max_bytes / 1e6:.0f} MB.")
+        raise TranscriptError(Sentence("doctor_input_refused.too_large", mb=max_bytes / 1e6))
     tables = [(name, data) for name, data in files if parquet.is_parquet(data)]
     if tables:
         return _parquet(*tables[0], max_bytes, len(files))
@@ -312,7 +314,7 @@ def _parquet(name: str, data: bytes, max_bytes: int, files: int) -> Transcript:
 def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
     if len(texts) > 1:
         if any(t.lstrip().startswith(("{", "[")) for _, t in texts):
-            raise TranscriptError("Give one JSON or JSONL log at a time (or several text files, one per round).")
+            raise TranscriptError(Sentence("doctor_input_refused.one_log"))
         return Transcript([text_round("user", text, name) for name, text in texts], [], "files")
     name, text = texts[0]
     stripped = text.lstrip()
@@ -324,8 +326,7 @@ def _transcript(texts: list[tuple[str, str]], fmt: str | None) -> Transcript:
         return trace
     if name.lower().endswith(LOG_SUFFIXES) and not stripped.startswith(("{", "[")):
         first = stripped.splitlines()[0][:80] if stripped else ""
-        raise TranscriptError(f"{name} line 1: expected a JSON request body (one per line, starting with {{) or a "
-                              f"JSON array, got {first!r}. Strip any prefix a logger adds before each body.")
+        raise TranscriptError(Sentence("doctor_input_refused.not_json_start", name=name, first=repr(first)))
     if stripped.startswith("["):
         return parse_json_array(text, name, fmt)
     if stripped.startswith("{"):

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from core.doctor.model import json_problem
+from core.words import Sentence, said
 
 MAX_DEPTH = 200  # the deepest real message list nests about 10 levels; Python's own parser stops near 1,000
 MAX_CHARS = 64_000_000  # the doctor's whole input is capped below this (inputs.MAX_DOCTOR_BYTES)
@@ -46,14 +47,15 @@ def loads(text: str, what: str) -> Any:
     `MAX_DEPTH` or is longer than `MAX_CHARS`. Parsed once per distinct text: an agent's spans repeat their
     tools and parameters, and the readers share (never change) the parsed objects."""
     if len(text) > MAX_CHARS:
-        raise NotJson(f"{what} is {len(text):,} characters long, over the {MAX_CHARS:,} read as JSON")
+        raise NotJson(Sentence("doctor_read.json_long", what=what, n=len(text), most=MAX_CHARS))
     if depth(text) > MAX_DEPTH:
-        raise NotJson(f"{what} nests deeper than {MAX_DEPTH} levels: not read")
+        raise NotJson(Sentence("doctor_read.json_deep", what=what, most=MAX_DEPTH))
     try:
         return _cached(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        message = json_problem(exc, "character") if isinstance(exc, json.JSONDecodeError) else "nested too deep"
-        raise NotJson(f"{what} is not whole JSON ({len(text):,} characters, {message}; it ends {text[-24:]!r})"
+        message = json_problem(exc, "character") if isinstance(exc, json.JSONDecodeError) \
+            else Sentence("doctor_read.too_deep")
+        raise NotJson(Sentence("doctor_read.json_cut", what=what, n=len(text), problem=message, end=repr(text[-24:]))
                       ) from None
 
 
@@ -85,4 +87,4 @@ def lenient(value: Any, what: str) -> tuple[Any, str | None]:
     try:
         return decoded(value, what), None
     except NotJson as exc:
-        return value, str(exc)
+        return value, said(exc)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from core.words import Sentence
+
 # input formats, as named to the user
 CHAT = "chat completions"
 RESPONSES = "responses"
@@ -21,9 +23,10 @@ class TranscriptError(ValueError):
 
 def json_problem(exc: json.JSONDecodeError, unit: str = "column") -> str:
     """A JSON error in words with where it is: its column, or (``unit="character"``, for JSON held in a string) its
-    character ("Unterminated string starting at" already ends in "at")."""
+    character ("Unterminated string starting at" already ends in "at"); a `Sentence`, the parser's own words quoted."""
     at = exc.colno if unit == "column" else exc.pos + 1
-    return f"{exc.msg}{'' if exc.msg.endswith(' at') else ' at'} {unit} {at:,}"
+    said = Sentence("doctor_read.unit_column") if unit == "column" else Sentence("doctor_read.unit_character")
+    return Sentence("doctor_read.json_problem", msg=exc.msg.removesuffix(" at"), at=at, unit=said)
 
 
 @dataclass

@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from core.doctor.model import json_problem
+from core.words import Sentence
 
 BANNER_LINES = 5  # lines of text a console exporter's host may print before the first span
 
@@ -268,7 +269,8 @@ def documents(text: str, name: str) -> tuple[list[tuple[str, Any]], str | None]:
         try:
             document, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:  # its line and column are the file's: the text is decoded whole
-            return found, f"{name} line {exc.lineno}: not valid JSON ({json_problem(exc)})"
+            return found, Sentence("doctor_read.not_json_line", where=f"{name} line {exc.lineno}",
+                                   problem=json_problem(exc))
         except RecursionError:
             return found, f"{name} line {line}: not valid JSON (nested too deep)"
         found.append((f"{name} line {line}" if found or position < len(text.rstrip()) else name, document))

@@ -52,7 +52,7 @@ from core.doctor.calls import Node, one_per_call
 from core.doctor.formats import KEYED, ROUTING_KEYS, chat_round, read_body
 from core.doctor.model import CHAT, Block, Measured, Round, Transcript
 from core.doctor.spans import Span
-from core.words import Sentence
+from core.words import Sentence, said
 
 GENAI, OPENLLMETRY, OPENINFERENCE = "OpenTelemetry GenAI", "OpenLLMetry (gen_ai.prompt.*)", "OpenInference"
 VERCEL = "Vercel AI SDK (ai.prompt.*)"
@@ -139,6 +139,12 @@ class Gap(Exception):
     """What a span does not hold, in words; the round is kept with no verdict."""
 
 
+def gap_of(exc: Exception, where: str) -> str:
+    """Why a record cannot be read, without the ``where`` it is said at: a `Sentence` kept whole."""
+    message = said(exc)
+    return message if isinstance(message, Sentence) else message.removeprefix(f"{where}: ")
+
+
 def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
     """A JSON attribute; one that does not parse was cut (`Gap`)."""
     value = attributes.get(key)
@@ -150,16 +156,16 @@ def _json(attributes: Mapping[str, Any], key: str, default: Any = None) -> Any:
     try:
         return _loads(value, key)
     except jsontext.NotJson as exc:
-        raise Gap(f"{exc}: cut at an exporter's length limit, or never whole") from None
+        raise Gap(Sentence("doctor_read.cut", problem=said(exc))) from None
 
 
 def _check_text(key: str, value: str) -> None:
     if value.strip() in REDACTED:
-        raise Gap(f"{key} is redacted ({value.strip()})")
+        raise Gap(Sentence("doctor_read.redacted", field=key, value=value.strip()))
     if value.endswith(TRUNCATION_MARKS):
-        raise Gap(f"{key} ends with a truncation mark: the exporter cut it")
+        raise Gap(Sentence("doctor_read.truncation_mark", field=key))
     if len(value) in CUT_LENGTHS:
-        raise Gap(f"the exporter cut {key} at {len(value):,} characters")
+        raise Gap(Sentence("doctor_read.cut_at", field=key, n=len(value)))
 
 
 def _indexed(attributes: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -182,10 +188,12 @@ def _text(key: str, value: Any) -> str:
 
 
 def _objects(value: Any, key: str, what: str) -> list[Mapping[str, Any]]:
-    """``value`` as a list of JSON objects, else a `Gap` naming the attribute (a hostile or broken exporter)."""
+    """``value`` as a list of JSON objects, else a `Gap` naming the attribute and (``what``, the key of its words)
+    what it should list (a hostile or broken exporter)."""
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
         shown = type(value).__name__ if isinstance(value, list | Mapping) else repr(value)[:40]
-        raise Gap(f"{key} is not a list of {what} (it holds {shown}): this span cannot be read")
+        raise Gap(Sentence("doctor_read.not_objects", field=key, what=Sentence(what),
+                           shown=shown))
     return value
 
 
@@ -193,7 +201,7 @@ def genai_message(message: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A GenAI semconv message (``role``, ``parts``) as a Chat Completions message."""
     out: dict[str, Any] = {"role": message.get("role", "user")}
     texts, calls = [], []
-    for part in _objects(message.get("parts") or [], key, "message parts"):
+    for part in _objects(message.get("parts") or [], key, "doctor_read.what_parts"):
         kind = part.get("type")
         if kind == "text":
             texts.append(_text(key, part.get("content", "")))
@@ -224,10 +232,11 @@ def _chat_tool(tool: Any) -> Any:
 def _genai(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     system = _json(attributes, "gen_ai.system_instructions")
     messages = [genai_message(m, "gen_ai.input.messages")
-                for m in _objects(_json(attributes, "gen_ai.input.messages", []), "gen_ai.input.messages", "messages")]
+                for m in _objects(_json(attributes, "gen_ai.input.messages", []), "gen_ai.input.messages",
+                                  "doctor_read.what_messages")]
     if system:
-        parts = _objects(system, "gen_ai.system_instructions", "message parts") if not isinstance(system, str) \
-            else [{"type": "text", "content": system}]
+        parts = [{"type": "text", "content": system}] if isinstance(system, str) \
+            else _objects(system, "gen_ai.system_instructions", "doctor_read.what_parts")
         messages.insert(0, genai_message({"role": "system", "parts": parts}, "gen_ai.system_instructions"))
     definitions = attributes.get("gen_ai.tool.definitions")
     if definitions is None and "llm.request.functions.0.name" in attributes:  # LiteLLM: OpenLLMetry's tool keys
@@ -314,7 +323,7 @@ def _vercel_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _vercel(attributes: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
     messages = _json(attributes, "ai.prompt.messages", [])
     if not isinstance(messages, list):
-        raise Gap(f"ai.prompt.messages is a JSON {type(messages).__name__}, not a list of messages")
+        raise Gap(Sentence("doctor_read.vercel_not_list", kind=type(messages).__name__))
     return [m for message in messages if isinstance(message, Mapping) for m in _vercel_message(message)], None
 
 
@@ -329,16 +338,20 @@ def _mlflow_value(value: Any) -> Any:
 REQUEST_KEYS = ("messages", "input", "instructions", "contents")  # what makes a JSON object a request body
 
 
+def _held(body: Any) -> Sentence:
+    """What a field holds where a request body should be: its keys, or its JSON type."""
+    return Sentence("doctor_read.the_keys", keys=sorted(body)[:6]) if isinstance(body, Mapping) \
+        else Sentence("doctor_read.a_json", kind=type(body).__name__)
+
+
 def _mlflow(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The request body MLflow's autolog kept in ``mlflow.spanInputs`` (the client call's keyword arguments), with
     ``mlflow.chat.tools`` where the body has no tools; a `Gap` naming what it holds when it is no request."""
     body = _json(attributes, "mlflow.spanInputs")
     if body is None:
-        raise Gap("the span records no mlflow.spanInputs (its inputs were not logged): no prompt to compare")
+        raise Gap(Sentence("doctor_read.mlflow_no_inputs"))
     if not isinstance(body, Mapping) or not any(key in body for key in REQUEST_KEYS):
-        shown = f"the keys {sorted(body)[:6]}" if isinstance(body, Mapping) else f"a JSON {type(body).__name__}"
-        raise Gap(f"mlflow.spanInputs holds {shown}, not a request's messages (a function traced as an LLM span, "
-                  "whose prompt is its own): nothing to compare")
+        raise Gap(Sentence("doctor_read.mlflow_not_request", shown=_held(body)))
     tools = _mlflow_value(attributes.get("mlflow.chat.tools"))
     if "tools" not in body and "messages" in body and isinstance(tools, list) and tools:
         return {**body, "tools": tools}
@@ -359,9 +372,7 @@ def _logfire(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The request body Logfire kept in ``request_data``; a `Gap` naming what it holds when it is no request."""
     body = _json(attributes, "request_data")
     if not isinstance(body, Mapping) or not any(key in body for key in REQUEST_KEYS):
-        shown = f"the keys {sorted(body)[:6]}" if isinstance(body, Mapping) else f"a JSON {type(body).__name__}"
-        raise Gap(f"request_data holds {shown}, not a request's messages, and the span has no gen_ai.input.messages "
-                  "(Logfire wrote this call's content elsewhere, or not at all): nothing to compare")
+        raise Gap(Sentence("doctor_read.logfire_not_request", shown=_held(body)))
     return dict(body)
 
 
@@ -374,7 +385,7 @@ def _body_round(body: dict[str, Any], where: str) -> Round:
     try:
         return read_body(body, where)
     except ValueError as exc:
-        raise Gap(str(exc).removeprefix(f"{where}: ")) from None
+        raise Gap(gap_of(exc, where)) from None
 
 
 def _function(name: Any, description: Any, parameters: Any) -> dict[str, Any]:
@@ -459,14 +470,15 @@ def span_problems(attributes: Mapping[str, Any], kind: str) -> list[str]:
     """What of a span's counts and model cannot be used, each naming its attribute: a count that is no whole
     number, a cached count above the prompt's (the column is left empty), a model that is no name."""
     prompt, cached, _ = _count_keys(attributes, kind)
-    problems = [f"{key} = {attributes[key]!r:.40} (not a token count): left out" for key in (prompt, cached)
-                if key and attributes.get(key) is not None and count(attributes[key]) is None]
+    problems: list[str] = [Sentence("doctor_input_refused.span_not_count", field=key, value=f"{attributes[key]!r:.40}")
+                           for key in (prompt, cached)
+                           if key and attributes.get(key) is not None and count(attributes[key]) is None]
     prompt_tokens, cached_tokens = count(attributes.get(prompt)), count(attributes.get(cached)) if cached else None
     if prompt_tokens is not None and cached_tokens is not None and cached_tokens > prompt_tokens:
-        problems.append(f"usage not used: {cached_tokens} cached tokens is more than the {prompt_tokens} prompt "
-                        f"tokens ({cached} > {prompt})")
-    problems += [f"{key} = {attributes[key]!r:.40} (not a model name): left out" for key in MODEL_KEYS
-                 if attributes.get(key) is not None and not isinstance(attributes[key], str)]
+        problems.append(Sentence("doctor_input_refused.span_impossible", cached=cached_tokens, prompt=prompt_tokens,
+                                 cached_key=cached, prompt_key=prompt))
+    problems += [Sentence("doctor_input_refused.not_model", field=key, value=f"{attributes[key]!r:.40}")
+                 for key in MODEL_KEYS if attributes.get(key) is not None and not isinstance(attributes[key], str)]
     return problems
 
 
@@ -483,11 +495,10 @@ def _provider_tools(tools: list[Any] | None) -> list[str]:
 def check_round(round_: Round) -> None:
     """What a recorded round cannot show, as a `Gap`: no prompt, a provider-side tool."""
     if not any(b.text for m in round_.messages for b in m.blocks):
-        raise Gap("the span records no prompt in its attributes or its events (content capture is off in this "
-                  "instrumentation, or the content went to its logs)")
+        raise Gap(Sentence("doctor_read.no_prompt"))
     provider_side = _provider_tools(round_.raw_tools)
     if provider_side:
-        raise Gap(f"a provider-side tool ({', '.join(provider_side)}): what it adds is not in the span")
+        raise Gap(Sentence("doctor_read.provider_tool", tools=", ".join(provider_side)))
 
 
 def history_elsewhere(round_: Round) -> None:
@@ -558,8 +569,7 @@ def span_round(span: Span, kind: str) -> Round:
     try:
         hidden = str(attributes.get("input.value", "")).strip()
         if hidden in REDACTED and not _indexed(attributes, "llm.input_messages"):
-            raise Gap(f"input.value is redacted ({hidden}) and the span holds no llm.input_messages: the "
-                      "instrumentation hides its inputs (OpenInference's hide_inputs, OPENINFERENCE_HIDE_INPUTS)")
+            raise Gap(Sentence("doctor_read.hidden_inputs", value=hidden))
         if kind in BODIES:
             round_ = _body_round(BODIES[kind](attributes), span.where)
         else:
@@ -573,7 +583,7 @@ def span_round(span: Span, kind: str) -> Round:
                 round_.tools, round_.raw_tools = [Block("tools", _tool_text(t)) for t in tools], tools
         check_round(round_)
     except Gap as exc:
-        gap = str(exc)
+        gap = said(exc)
         round_ = gap_round(model, span.where)
     history_elsewhere(round_)
     round_.endpoint = span_endpoint(attributes)
@@ -676,13 +686,16 @@ def read_documents(documents: list[tuple[str, Any]]) -> Transcript:
         return _session(span) or sessions.get(span.trace_id) or span.trace_id
 
     found = in_conversations(found, lambda item: conversation(item[0]), lambda item: item[0].start_ns)
-    nodes, errors, unused = [], [], []
+    nodes: list[Node] = []
+    errors: list[str] = []
+    unused: list[str] = []
     for span, kind in found:
         try:
             nodes.append(Node(span.span_id, span.parent, span_round(span, kind), span.start_ns, span.end_ns))
         except ValueError as exc:
-            errors.append(f"{span.where}: {exc}")
-        unused += [f"{span.where}: {problem}" for problem in span_problems(span.attributes, kind)]
+            errors.append(Sentence("doctor_read.at", where=span.where, problem=said(exc)))
+        unused += [Sentence("doctor_read.at", where=span.where, problem=problem)
+                   for problem in span_problems(span.attributes, kind)]
     nodes, merged = one_per_call(nodes, LLM_SPANS)
     rounds = [node.round for node in nodes]
     kinds = sorted({kind for _, kind in found})
@@ -705,14 +718,13 @@ LOOKED_FOR_CALLS = ("OpenInference's openinference.span.kind LLM or llm.input_me
                     "MLflow's mlflow.spanType CHAT_MODEL or LLM, Logfire's request_data")
 
 
-def no_llm_span(name: str, others: Mapping[str, int]) -> str:
+def no_llm_span(name: str, others: Mapping[str, int]) -> Sentence:
     """Why a trace gave no round: which spans it holds, and what was looked for on each."""
     shown = ", ".join(f"{span!r} x{n}" if n > 1 else repr(span) for span, n in list(others.items())[:6])
     n = sum(others.values())
-    held = f"holds {n:,} span{'' if n == 1 else 's'} ({shown}{', ...' if len(others) > 6 else ''})" \
-        if others else "holds no span"
-    return (f"{name} {held} and no LLM call in a convention the doctor reads (looked for {LOOKED_FOR_CALLS}): export "
-            "the spans of the model calls, with their content captured")
+    held = Sentence("doctor_read.held_one" if n == 1 else "doctor_read.held_many", n=n,
+                    shown=shown + (", ..." if len(others) > 6 else "")) if others else Sentence("doctor_read.held_none")
+    return Sentence("doctor_read.no_llm_span", name=name, held=held, looked=LOOKED_FOR_CALLS)
 
 
 # Logfire's console output: a span's start time and its message, indented by depth, tags in brackets
@@ -745,7 +757,7 @@ def read_found(found: list[tuple[str, Any]], problem: str | None) -> Transcript 
     traced = [(where, document) for where, document in found if is_trace(document)]
     transcript = read_documents(traced)
     if problem:
-        transcript.errors.append(f"{problem}: the spans after it were not read")
+        transcript.errors.append(Sentence("doctor_read.spans_after", problem=problem))
     if len(traced) < len(found):
         transcript.notes.append(Sentence("doctor_notes.no_spans", n=len(found) - len(traced),
                                          first=next(w for w, d in found if not is_trace(d))))

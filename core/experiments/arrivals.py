@@ -65,6 +65,7 @@ from core.experiments.prompts import document_body, input_length_messages, nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RequestResult
 from core.stats import median, nearest_rank
+from core.words import Sentence
 
 ID = "arrivals"
 MAX_REQUESTS = 100  # per level: httpx's connection pool holds 100; more at once would wait inside the client
@@ -423,11 +424,11 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
     """The rates in order; refused (a sentence) where a level would send more than `MAX_REQUESTS`."""
     rates = tuple(sorted({r for r in settings.rates if r > 0}))
     if not rates or settings.duration_s <= 0:
-        raise ValueError("Choose at least one rate above 0 requests/s and a duration above 0 s.")
+        raise ValueError(Sentence("settings_refused.arrivals_none"))
     most = max(len(schedule(rate, settings.duration_s, settings.seed)) for rate in rates)
     if most > MAX_REQUESTS:
-        raise ValueError(f"The highest rate would send {most} requests in {settings.duration_s:g} s; at most "
-                         f"{MAX_REQUESTS} per rate fit the client's connections: shorten the duration or lower it.")
+        raise ValueError(Sentence("settings_refused.arrivals_too_many", most=most, duration=settings.duration_s,
+                                  allowed=MAX_REQUESTS))
     return replace(settings, rates=rates)
 
 

@@ -61,6 +61,7 @@ from core.experiments.prompts import nonce
 from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult, renamed
 from core.stats import QuadraticFit, median
+from core.words import Sentence
 
 ID = "conversation"
 STRATEGIES = ("keep", "window", "window_dynamic", "summary", "stable_summary", "window_reuse")
@@ -400,9 +401,10 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
     where the backend is no llama-server. Raises `ValueError` saying what to change."""
     unknown = [s for s in settings.conversation_strategies if s not in STRATEGIES]
     if unknown:
-        raise ValueError(f"Unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}.")
+        raise ValueError(Sentence("settings_refused.unknown_strategies", unknown=", ".join(unknown),
+                                  known=", ".join(STRATEGIES)))
     if not 2 <= settings.conversation_rounds <= MAX_ROUNDS:
-        raise ValueError(f"Choose between 2 and {MAX_ROUNDS} rounds.")
+        raise ValueError(Sentence("settings_refused.conversation_rounds", most=MAX_ROUNDS))
     if settings.window < 2 or settings.window % 2:
         raise ValueError("The window keeps whole rounds: choose an even number of messages, at least 2.")
     local = isinstance(conn.backend, LlamaServerBackend)

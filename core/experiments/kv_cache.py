@@ -75,6 +75,7 @@ from core.experiments.base import (
 )
 from core.experiments.samples import SAMPLES_DIR
 from core.stats import QuadraticFit, quadratic_fit
+from core.words import Sentence
 
 ID = "kv_cache"
 CACHED, RECOMPUTED = "cached", "recomputed"
@@ -252,14 +253,12 @@ def plan(settings: Settings) -> Plan:
 
 def prepare(settings: Settings, conn: Connection) -> Settings:
     if not isinstance(conn.backend, LlamaServerBackend):
-        raise ValueError("Experiment 6 needs a llama-server (the embedded engine or one at a URL): a chat API "
-                         "gives no token ids to re-send the same answer, its own prompt cache cannot be turned "
-                         "off, and it would bill the whole context at every step.")
+        raise ValueError(Sentence("settings_refused.kv_needs_llama"))
     if settings.steps < 2 or settings.prompt_tokens < 1:
-        raise ValueError("Choose at least 2 steps and a prompt of at least 1 token.")
+        raise ValueError(Sentence("settings_refused.kv_steps"))
     if conn.context and settings.prompt_tokens + settings.steps + 8 > conn.context:
-        raise ValueError(f"{settings.prompt_tokens} prompt tokens and {settings.steps} steps do not fit this "
-                         f"server's {conn.context}-token context: choose fewer.")
+        raise ValueError(Sentence("settings_refused.kv_context", prompt=settings.prompt_tokens, steps=settings.steps,
+                                  context=conn.context))
     if settings.prefill_tps and settings.decode_tps:  # the page's choice (`with_prediction`), or a benchmark's
         return settings
     return with_prediction(settings, None, roofline_rates(model_path(conn.backend)))
@@ -291,7 +290,7 @@ def prompt_ids(backend: LlamaServerBackend, tokens: int) -> list[int]:
     """The first ``tokens`` token ids of `PROMPT`, as the server tokenises it."""
     ids = backend.tokenize(PROMPT)[:tokens]
     if len(ids) < tokens:
-        raise ValueError(f"The prompt gave only {len(ids)} tokens; choose at most that many.")
+        raise ValueError(Sentence("settings_refused.kv_prompt_short", n=len(ids)))
     return ids
 
 

@@ -40,6 +40,7 @@ from core.experiments.prompts import STRATEGIES, Conversation
 from core.experiments.samples import EMBEDDED_DEFAULT
 from core.records import RoundResult
 from core.stats import median, spike
+from core.words import Sentence
 
 ID = "cache"
 ANSWER_TOKENS = 24  # experiment 3's answers
@@ -102,7 +103,8 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
     """
     unknown = [s for s in settings.strategies if s not in STRATEGIES]
     if unknown:
-        raise ValueError(f"Unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}.")
+        raise ValueError(Sentence("settings_refused.unknown_strategies", unknown=", ".join(unknown),
+                                  known=", ".join(STRATEGIES)))
     if settings.fitted is not None:
         return settings
     text = settings.document if settings.document is not None else read_doc(settings.doc)

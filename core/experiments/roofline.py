@@ -22,6 +22,7 @@ from core.experiments.samples import SAMPLES_DIR
 from core.records import RoundResult
 from core.roofline import peaks
 from core.roofline.report import si
+from core.words import Sentence
 
 ID = "roofline"
 OPTIONS = (Option("--matmul-n", "experiment 5: the probe's matrix size (n x n float32)", int),
@@ -72,8 +73,8 @@ def plan(settings: Settings) -> Plan:
 
 def prepare(settings: Settings, conn: Connection) -> Settings:
     if conn.context and settings.probe_prompt_tokens + settings.answer_tokens + 64 > conn.context:
-        raise ValueError(f"A {settings.probe_prompt_tokens}-token prompt does not fit this server's "
-                         f"{conn.context}-token context: choose a shorter one.")
+        raise ValueError(Sentence("settings_refused.roofline_context", tokens=settings.probe_prompt_tokens,
+                                  context=conn.context))
     return settings
 
 

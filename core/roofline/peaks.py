@@ -32,6 +32,7 @@ import numpy as np
 
 from core.engine.cpu import cache_dir, cores, cpu_key, cpu_model, sysctl
 from core.engine.meter import CpuMeter
+from core.words import ContentWords, Words
 
 PROBE = "probe"
 MATMUL_N = 2048
@@ -52,9 +53,25 @@ class Ceiling:
     library: str = ""
     source: str = PROBE  # PROBE, or the URL of the datasheet the figure was read from
 
-    def describe(self) -> str:
+    def describe(self, words: Words | None = None) -> str:
+        """How it was obtained, in English, or in the language of ``words`` (`method_in`)."""
         parts = [self.kernel, self.size, f"{self.threads} threads" if self.threads else "", self.library]
-        return ", ".join(p for p in parts if p)
+        said = ", ".join(p for p in parts if p)
+        return said if words is None else method_in(said, words)
+
+
+def method_in(text: str, words: Words) -> str:
+    """A ceiling's method (English, as this module writes it and a cache or a run keeps it) in the language of
+    ``words``: each phrase of ``[roofline_method]`` found in it, its numbers kept."""
+    english: dict[str, str] = ContentWords("en").raw("roofline_method")
+    for key, template in sorted(english.items(), key=lambda item: -len(item[1])):
+        pattern = re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{m.group(1)}>\\d+(?:[,.]\\d+)*)", re.escape(template))
+
+        def said(found: re.Match[str], key: str = key) -> str:
+            return words(f"roofline_method.{key}", **found.groupdict())
+
+        text = re.sub(pattern, said, text)
+    return text
 
 
 @dataclass(frozen=True)

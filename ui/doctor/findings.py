@@ -85,7 +85,7 @@ def cost_lines(t: Texts, analysis: doctor.Analysis) -> list[str]:
             lines.append(t("doctor.compacted", round=f.round, previous=f.compared_with, lost=f.lost_tokens or 0,
                            recomputed=f.recomputed_tokens))
         if f.not_compared:
-            lines.append(t("doctor.not_compared", round=f.round, why=f.not_compared))
+            lines.append(t("doctor.not_compared", round=f.round, why=in_words(f.not_compared, t)))
     lines += [compaction_measured(t)] if any(f.cause == doctor.HISTORY_COMPACTED for f in analysis.findings) else []
     return lines
 

@@ -21,6 +21,7 @@ from core.charts.palette import CACHE_HIT, PREFILL
 from core.doctor import fix
 from core.records import RoundResult
 from core.runs.runner import server_lock
+from core.words import in_words, said
 from ui.session import BACKEND_KEY
 from ui.sidebar import connect, current_target
 from ui.text import Texts
@@ -86,10 +87,10 @@ def proven_fix_section(name: str, data: bytes, transcript: doctor.Transcript, an
         try:
             st.session_state[key] = fix.fix_log(name, data.decode("utf-8"), fmt, transcript, analysis)
         except (doctor.TranscriptError, UnicodeDecodeError) as exc:
-            st.session_state[key] = str(exc)
+            st.session_state[key] = said(exc)
     fixed: fix.FixedLog | str = st.session_state[key]
     if isinstance(fixed, str):
-        st.warning(f"{t('doctor_fix.cannot')} {fixed}", icon=":material/warning:")
+        st.warning(f"{t('doctor_fix.cannot')} {in_words(fixed, t)}", icon=":material/warning:")
         return
     if not fixed.fixed:
         _nothing(fixed.left, t)

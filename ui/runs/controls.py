@@ -17,6 +17,7 @@ from core.hosting import Refused
 from core.runs import BackgroundRun, NotStarted, Visit
 from core.runs import start_run as start_session
 from core.runs.session import CONNECT, NOTHING
+from core.words import Sentence, in_words, said
 from ui.runs.contract import ExperimentPlan
 from ui.runs.saved import latest_saved, owner, run_store
 from ui.runs.visitor import ledger, line, page_alive_probe, visitor_id
@@ -45,7 +46,7 @@ def _say(t: Texts, refused: NotStarted) -> None:
     elif refused.reason == CONNECT:
         st.error(f"{t('common.backend_error')} {refused.cause}")
     else:  # a document or settings that cannot run on this backend
-        st.error(str(refused.cause))
+        st.error(in_words(said(refused.cause), t) if refused.cause is not None else str(refused))
 
 
 def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
@@ -115,7 +116,8 @@ def preview(spec: Experiment, settings: Any, key: str) -> Any:
             with connect(target) as conn:
                 cache[cached] = spec.prepare(settings, conn)
     except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        message = said(exc)
+        return in_words(message, texts()) if isinstance(message, Sentence) else f"{type(exc).__name__}: {exc}"
     return cache[cached]
 
 
@@ -128,7 +130,7 @@ def uploaded(t: Texts, section: str, upload: Any, default: D, default_name: str)
     try:
         text = read_document(upload.getvalue(), upload.name, hosted().max_doc_bytes)
     except DocumentError as exc:
-        st.error(t(f"{section}.doc_error", error=exc), icon=":material/warning:")
+        st.error(t(f"{section}.doc_error", error=in_words(said(exc), t)), icon=":material/warning:")
         return default, default_name
     st.caption(t(f"{section}.doc_uploaded", name=upload.name))
     return text, upload.name

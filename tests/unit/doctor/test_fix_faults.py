@@ -11,6 +11,7 @@ import pytest
 from core import doctor
 from core.cli.main import main
 from core.doctor import fix
+from core.words import ContentWords, in_words, said
 
 FIXTURES = Path(__file__).resolve().parents[2] / "data" / "doctor"
 NESTED = '{"request": {"messages": [{"role": "user", "content": ' + "[" * 100_000 + "]" * 100_000 + "}]}}"
@@ -62,3 +63,12 @@ def test_a_log_with_nothing_to_fix_is_not_parsed_again(monkeypatch: pytest.Monke
     monkeypatch.setattr(fix, "analyse", parsed)
     fixed = fix.fix_log("agent.jsonl", text, transcript=transcript, analysis=analysis)
     assert fixed.fixed == [] and fixed.left == [doctor.HISTORY_EDITED] and fixed.text is text
+
+
+def test_a_log_that_cannot_be_fixed_is_refused_in_the_readers_language() -> None:
+    """The CLI prints the English; the page says the same refusal from ``[doctor_fix_refused]`` in Chinese."""
+    with pytest.raises(doctor.TranscriptError) as refused:
+        fix.fix_log("notes.txt", "plain words, one prompt")
+    assert str(refused.value) == "notes.txt: only a JSON or JSONL log of request bodies can be fixed."
+    zh = in_words(said(refused.value), ContentWords("zh"))
+    assert zh == "notes.txt：只有由请求体组成的 JSON 或 JSONL 日志才能修复。"

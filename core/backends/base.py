@@ -103,6 +103,25 @@ class SentTokens:
             self.total += tokens
 
 
+@dataclass
+class Reach:
+    """Whether one request reached the server and was not refused: what `SentTokens` charges it for."""
+
+    sent: bool = False  # its body was written to the server (or an answer came, which says as much)
+    refused: bool = False  # an answer of 400 or more, or a redirect: the server did no work for it
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: the body is on the server's socket once its send completes."""
+        self.sent = self.sent or name.endswith("send_request_body.complete")
+
+    def answered(self, response: httpx.Response) -> None:
+        self.sent, self.refused = True, response.status_code >= 400 or response.is_redirect
+
+    @property
+    def charged(self) -> bool:
+        return self.sent and not self.refused
+
+
 def request_tokens(result: RequestResult, prompt_estimate: int) -> int:
     """One request's tokens that reached the server: its prompt and the answer it received."""
     prompt = result.prompt_tokens if result.prompt_tokens is not None else prompt_estimate
@@ -236,12 +255,7 @@ class StreamingBackend:
         url = f"{self.base_url}{self.endpoint}"
         start = 0.0  # set once the body is encoded; nothing is timed before
         timeout = self.client.timeout
-        reached, refused = threading.Event(), False
-
-        def trace(name: str, info: dict[str, Any]) -> None:  # httpcore's events: the body is on the server's socket
-            if name.endswith("send_request_body.complete"):
-                reached.set()
-
+        reach = Reach()
         if self.deadline_s is not None and (timeout.read is None or timeout.read > self.deadline_s):
             timeout = httpx.Timeout(timeout.connect, read=self.deadline_s, write=timeout.write, pool=timeout.pool)
         try:
@@ -249,20 +263,9 @@ class StreamingBackend:
             start = result.sent_at = self.clock()  # the body is encoded before the clock starts
             headers = {"Content-Type": "application/json"}
             with self.client.stream("POST", url, content=body, headers=headers, timeout=timeout,
-                                    extensions={"trace": trace}) as response:
-                reached.set()
-                refused = response.status_code >= 400 or response.is_redirect
-                if response.status_code >= 400:
-                    response.read()
-                    result.error = http_error_message(response, self.model)
-                elif response.is_redirect:  # never followed: the key would go where the redirect says
-                    result.error = redirect_message(response)
-                elif "text/event-stream" not in response.headers.get("content-type", ""):
-                    response.read()
-                    result.error = not_streaming_message(response, self.model)
-                else:
-                    read_processing(response.headers, result)
-                    self._read_stream(response, state, start, cancel, request.max_tokens)
+                                    extensions={"trace": reach.trace}) as response:
+                reach.answered(response)
+                self._answer(response, state, start, cancel, request.max_tokens)
         except httpx.ConnectError as exc:
             result.error = f"Cannot connect to {self.base_url}: is the server running? ({exc})"
         except httpx.ConnectTimeout:
@@ -289,9 +292,25 @@ class StreamingBackend:
             result.end_s = self.clock() - start
         result.error = redact(result.error, self._api_key)
         result.success = not result.error
-        if reached.is_set() and not refused:
+        if reach.charged:
             self.sent.add(request_tokens(result, estimated_tokens(request.messages)))
         return result
+
+    def _answer(self, response: httpx.Response, state: StreamState, start: float, cancel: threading.Event | None,
+                max_tokens: int) -> None:
+        """Read the server's answer: its stream, or the error it answered with."""
+        result = state.result
+        if response.status_code >= 400:
+            response.read()
+            result.error = http_error_message(response, self.model)
+        elif response.is_redirect:  # never followed: the key would go where the redirect says
+            result.error = redirect_message(response)
+        elif "text/event-stream" not in response.headers.get("content-type", ""):
+            response.read()
+            result.error = not_streaming_message(response, self.model)
+        else:
+            read_processing(response.headers, result)
+            self._read_stream(response, state, start, cancel, max_tokens)
 
     def _deadline_message(self, state: StreamState) -> str:
         sent = (f"after {len(state.result.chunk_times_s)} chunks" if state.chunks

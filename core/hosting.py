@@ -38,7 +38,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
@@ -241,22 +241,6 @@ class TokenLedger:
     def settle(self, spend: Spend, tokens: int) -> None:
         with self._guard:
             spend.tokens = tokens
-
-
-def spent_tokens(rows: Sequence[Any], planned_tokens: int, planned_rows: int) -> int:
-    """Tokens a run sent and received, from its rows' counts (usage or the server's); for a row without
-    counts, its share of the estimate, unless it failed (a refused request spends nothing). A round
-    counts its prompt in ``prompt_tokens``, a level in ``prefill_prompt_tokens``."""
-    counted, uncounted = 0, 0
-    for row in rows:
-        values = row.to_dict()
-        prompt = values.get("prompt_tokens", values.get("prefill_prompt_tokens"))
-        output = values.get("output_tokens") or 0
-        if isinstance(prompt, int) and prompt > 0:
-            counted += prompt + (output if isinstance(output, int) else 0)
-        elif not values.get("error"):
-            uncounted += 1
-    return counted + round(planned_tokens * uncounted / max(planned_rows, 1))
 
 
 RUN_LOG = logging.getLogger("prefill_lab.runs")  # the operator's log: stderr, whatever Streamlit's logging says

@@ -42,6 +42,7 @@ STOPPED_BY_USER = "Stopped by the user."
 PROCESSING_HEADER = "openai-processing-ms"
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=30.0, pool=5.0)
 DEFAULT_DEADLINE_S = 600.0  # the longest one request may take, first byte to last (``--deadline``)
+CHARS_PER_TOKEN = 4.0  # an estimate's characters per token, where no tokenizer or usage says
 
 
 class DeadlinePassed(Exception):
@@ -81,6 +82,57 @@ def read_processing(headers: httpx.Headers, result: RequestResult) -> None:
         result.unreadable_fields.append(f"header {PROCESSING_HEADER} = {text!r:.40} (not a number of milliseconds)")
     else:
         result.server_processing_ms = value
+
+
+@dataclass
+class SentTokens:
+    """What a client's requests spent on the server, all requests together: the tokens a hosted run is charged
+    (`core.runs.session` takes the difference over the run).
+
+    Counted here, where every request leaves, so every experiment, its warm-up, a level cut by Stop and a stream
+    cut halfway are charged alike without each experiment accounting for itself (records are dropped on a stop,
+    and a warm-up has none). A request counts once its body reached the server, unless the server refused it
+    (a status of 400 or more, or a redirect): its prompt (usage, else the estimate) and the answer tokens that
+    arrived (usage, else one per chunk)."""
+
+    total: int = 0
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, tokens: int) -> None:
+        with self._guard:  # experiments 4 and 8 send from many threads
+            self.total += tokens
+
+
+@dataclass
+class Reach:
+    """Whether one request reached the server and was not refused: what `SentTokens` charges it for."""
+
+    sent: bool = False  # its body was written to the server (or an answer came, which says as much)
+    refused: bool = False  # an answer of 400 or more, or a redirect: the server did no work for it
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: the body is on the server's socket once its send completes."""
+        self.sent = self.sent or name.endswith("send_request_body.complete")
+
+    def answered(self, response: httpx.Response) -> None:
+        self.sent, self.refused = True, response.status_code >= 400 or response.is_redirect
+
+    @property
+    def charged(self) -> bool:
+        return self.sent and not self.refused
+
+
+def request_tokens(result: RequestResult, prompt_estimate: int) -> int:
+    """One request's tokens that reached the server: its prompt and the answer it received."""
+    prompt = result.prompt_tokens if result.prompt_tokens is not None else prompt_estimate
+    answer = result.completion_tokens if result.completion_tokens is not None else len(result.chunk_times_s)
+    return prompt + answer
+
+
+def estimated_tokens(messages: list[dict[str, Any]]) -> int:
+    """A prompt's tokens by `CHARS_PER_TOKEN` over its messages as JSON (their roles and quoting stand for the
+    template's tokens): what a request without usage is charged."""
+    return round(len(json.dumps(messages, ensure_ascii=False)) / CHARS_PER_TOKEN)
 
 
 @dataclass
@@ -124,6 +176,7 @@ class StreamingBackend:
         transport, self._sockets = abortable(transport)
         self.client = httpx.Client(timeout=DEFAULT_TIMEOUT if timeout is None else timeout, transport=transport,
                                    headers=self.auth_headers(api_key))
+        self.sent = SentTokens()
 
     # -- description -------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -202,24 +255,17 @@ class StreamingBackend:
         url = f"{self.base_url}{self.endpoint}"
         start = 0.0  # set once the body is encoded; nothing is timed before
         timeout = self.client.timeout
+        reach = Reach()
         if self.deadline_s is not None and (timeout.read is None or timeout.read > self.deadline_s):
             timeout = httpx.Timeout(timeout.connect, read=self.deadline_s, write=timeout.write, pool=timeout.pool)
         try:
             body = json.dumps(self.payload(request)).encode()
             start = result.sent_at = self.clock()  # the body is encoded before the clock starts
             headers = {"Content-Type": "application/json"}
-            with self.client.stream("POST", url, content=body, headers=headers, timeout=timeout) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    result.error = http_error_message(response, self.model)
-                elif response.is_redirect:  # never followed: the key would go where the redirect says
-                    result.error = redirect_message(response)
-                elif "text/event-stream" not in response.headers.get("content-type", ""):
-                    response.read()
-                    result.error = not_streaming_message(response, self.model)
-                else:
-                    read_processing(response.headers, result)
-                    self._read_stream(response, state, start, cancel, request.max_tokens)
+            with self.client.stream("POST", url, content=body, headers=headers, timeout=timeout,
+                                    extensions={"trace": reach.trace}) as response:
+                reach.answered(response)
+                self._answer(response, state, start, cancel, request.max_tokens)
         except httpx.ConnectError as exc:
             result.error = f"Cannot connect to {self.base_url}: is the server running? ({exc})"
         except httpx.ConnectTimeout:
@@ -246,7 +292,25 @@ class StreamingBackend:
             result.end_s = self.clock() - start
         result.error = redact(result.error, self._api_key)
         result.success = not result.error
+        if reach.charged:
+            self.sent.add(request_tokens(result, estimated_tokens(request.messages)))
         return result
+
+    def _answer(self, response: httpx.Response, state: StreamState, start: float, cancel: threading.Event | None,
+                max_tokens: int) -> None:
+        """Read the server's answer: its stream, or the error it answered with."""
+        result = state.result
+        if response.status_code >= 400:
+            response.read()
+            result.error = http_error_message(response, self.model)
+        elif response.is_redirect:  # never followed: the key would go where the redirect says
+            result.error = redirect_message(response)
+        elif "text/event-stream" not in response.headers.get("content-type", ""):
+            response.read()
+            result.error = not_streaming_message(response, self.model)
+        else:
+            read_processing(response.headers, result)
+            self._read_stream(response, state, start, cancel, max_tokens)
 
     def _deadline_message(self, state: StreamState) -> str:
         sent = (f"after {len(state.result.chunk_times_s)} chunks" if state.chunks

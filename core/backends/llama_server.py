@@ -129,6 +129,8 @@ class LlamaServerBackend(OpenAICompatBackend):
         data = self._get_json("POST", "/completion", json=body, timeout=timeout)
         if not isinstance(data, dict):
             raise ValueError(f"/completion answered {type(data).__name__}, not an object")
+        answer = data.get("tokens")
+        self.sent.add(len(prompt) + (len(answer) if isinstance(answer, list) else n_predict))
         return data
 
     def completion_stream(self, prompt: list[int], n_predict: int, *, cache_prompt: bool = False,
@@ -139,12 +141,17 @@ class LlamaServerBackend(OpenAICompatBackend):
         body = {**completion_body(prompt, n_predict, cache_prompt), "stream": True, "timings_per_token": True}
         with self.client.stream("POST", self.origin + "/completion", json=body, timeout=timeout) as response:
             response.raise_for_status()
-            for line in iter_sse_lines(self._until_deadline(response.iter_bytes())):
-                name, value = sse_field(line) if line else ("", "")
-                if name == "data" and value.strip() and value.strip() != "[DONE]":
-                    chunk = json.loads(value)
-                    if isinstance(chunk, dict):
-                        yield chunk
+            received = 0  # charged (`SentTokens`) however the stream ends: its prompt and each token that arrived
+            try:
+                for line in iter_sse_lines(self._until_deadline(response.iter_bytes())):
+                    name, value = sse_field(line) if line else ("", "")
+                    if name == "data" and value.strip() and value.strip() != "[DONE]":
+                        chunk = json.loads(value)
+                        if isinstance(chunk, dict):
+                            received += 0 if chunk.get("stop") else 1
+                            yield chunk
+            finally:
+                self.sent.add(len(prompt) + received)
 
     def tokenize(self, text: str) -> list[int]:
         tokens: list[int] = self._get_json("POST", "/tokenize", json={"content": text, "add_special": False})["tokens"]

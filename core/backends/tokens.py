@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from core.backends.base import CHARS_PER_TOKEN
 from core.backends.llama_server import LlamaServerBackend
 
 
@@ -40,7 +41,7 @@ class EstimatingTokenCounter:
 
     exact = False
 
-    def __init__(self, chars_per_token: float = 4.0) -> None:
+    def __init__(self, chars_per_token: float = CHARS_PER_TOKEN) -> None:
         self.chars_per_token = chars_per_token
 
     def observe(self, chars: int, prompt_tokens: int | None) -> None:

@@ -411,13 +411,13 @@ def with_rates(settings: Settings, prefill_tps: float, decode_tps: float) -> Set
 
 def plan(settings: Settings) -> Plan:
     """Every arrival of every level (the seeded schedule says exactly how many) plus the warm-up; one record per
-    rate. Tokens: each prompt and its answer. Open at once: ``max_open``, else a level's every arrival (an open
-    loop does not wait for a slow server); its rate: the highest."""
+    rate. Tokens: each prompt and its answer, and the warm-up's. Open at once: ``max_open``, else a level's every
+    arrival (an open loop does not wait for a slow server); its rate: the highest."""
     counts = [len(schedule(rate, settings.duration_s, settings.seed)) for rate in settings.rates]
     requests = sum(counts)
     return Plan(requests + 1 if requests else 0, requests * (settings.prompt_tokens + settings.output_tokens),
                 records=len(settings.rates), at_once=settings.max_open or max(counts, default=1),
-                per_second=max(settings.rates, default=None))
+                per_second=max(settings.rates, default=None)).warmed()
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:
@@ -433,7 +433,8 @@ def prepare(settings: Settings, conn: Connection) -> Settings:
 
 
 def rounds(run: RunContext, settings: Settings) -> Iterator[ArrivalLevel]:
-    """One `ArrivalLevel` per rate, lowest first; a stop drops the level in flight. ``run.progress`` hears
+    """One `ArrivalLevel` per rate, lowest first; a stop drops the level in flight (what it sent is still charged:
+    `core.backends.base.SentTokens`). ``run.progress`` hears
     ``{"rate": r, "level": i, "levels": n}`` as each level starts."""
     run.warm_up()
     body = document_body(run.counter, settings.prompt_tokens)

@@ -3,7 +3,8 @@ plan, its options, its command-line table and the warm-up.
 
 An experiment is a generator ``rounds(run, settings)`` that yields one record per request (or per
 level): a caller can redraw after every record and stop at any time (``run.cancel``) keeping what
-was measured; the record in flight when the stop comes is dropped, not recorded half-measured. A
+was measured; the record in flight when the stop comes is dropped, not recorded half-measured (what its requests
+sent is charged all the same: the connection counts it, `core.backends.base.SentTokens`). A
 record that fails is yielded with its ``error`` and ends the experiment: later requests would fail
 the same way (a server that is down) or measure a broken conversation.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from core.conclusions import Conclusion, MachineState
 from core.export import Record, RecordType, from_json
 from core.records import RequestResult, RoundResult
 
+WARM_UP_TOKENS = 40  # the warm-up's "Say OK." in a chat template (a system prompt some add) and its 2 answer tokens
 RESERVED_TOKENS = 64  # template, instructions and the answer's first tokens
 OUTPUT_PROMPT_TOKENS = 60  # experiment 2's short prompt (and experiment 4's decode prompt), rounded up
 INTERNAL = {"internal": True}  # a `Settings` field that is neither a widget nor exported (`exported_settings`)
@@ -47,6 +49,11 @@ class Plan:
     @property
     def steps(self) -> int:
         return self.requests if self.records is None else self.records
+
+    def warmed(self) -> Plan:
+        """This plan with the warm-up's tokens (`RunContext.warm_up`), which every experiment sends first: the
+        tokens shown and reserved before a run count it, as its settlement charges it."""
+        return replace(self, tokens=self.tokens + WARM_UP_TOKENS) if self.requests else self
 
 
 @dataclass(frozen=True)

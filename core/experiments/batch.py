@@ -211,7 +211,7 @@ def plan(settings: Settings) -> Plan:
     streams = sum(settings.concurrency)
     tokens = streams * (settings.prompt_tokens + 1 + OUTPUT_PROMPT_TOKENS + settings.output_tokens)
     return Plan(2 * streams + 1 if streams else 0, tokens, records=len(settings.concurrency),
-                at_once=slots(settings))
+                at_once=slots(settings)).warmed()
 
 
 def slots(settings: Settings) -> int:

@@ -393,7 +393,7 @@ def plan(settings: Settings) -> Plan:
     pause = 3 + 2 * 2 if settings.pause else 0  # three resumes and the other conversations (two slots' worth)
     n = len(settings.conversation_strategies)
     return Plan(n * settings.conversation_rounds + pause, n * keep + (4 * keep // settings.conversation_rounds
-                                                                        if settings.pause else 0))
+                                                                        if settings.pause else 0)).warmed()
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:

@@ -43,7 +43,7 @@ class Settings:
 
 def plan(settings: Settings) -> Plan:
     sizes = settings.sizes
-    return Plan(len(sizes) * settings.repeats, (sum(sizes) + ANSWER_TOKENS * len(sizes)) * settings.repeats)
+    return Plan(len(sizes) * settings.repeats, (sum(sizes) + ANSWER_TOKENS * len(sizes)) * settings.repeats).warmed()
 
 
 def sizes_that_fit(sizes: Sequence[int], context: int | None) -> list[int]:

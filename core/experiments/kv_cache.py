@@ -248,7 +248,7 @@ def roofline_rates(model_path: Path | None) -> tuple[float, float] | None:
 def plan(settings: Settings) -> Plan:
     p, n = settings.prompt_tokens, settings.steps
     recomputed = sum(p + i for i in range(n + 1))
-    return Plan(n + 2, p + recomputed + 2 * (n + 1), records=2 * (n + 1))
+    return Plan(n + 2, p + recomputed + 2 * (n + 1), records=2 * (n + 1)).warmed()
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:

@@ -38,7 +38,7 @@ class Settings:
 
 def plan(settings: Settings) -> Plan:
     lengths, repeats = settings.lengths, settings.repeats
-    return Plan(len(lengths) * repeats, (sum(lengths) + OUTPUT_PROMPT_TOKENS * len(lengths)) * repeats)
+    return Plan(len(lengths) * repeats, (sum(lengths) + OUTPUT_PROMPT_TOKENS * len(lengths)) * repeats).warmed()
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:

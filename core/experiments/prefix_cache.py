@@ -69,7 +69,7 @@ def plan(settings: Settings) -> Plan:
     """Round ``i`` sends the document and ``i`` questions and answers."""
     doc_tokens = settings.fitted.tokens if settings.fitted else settings.doc_tokens
     per_strategy = sum(doc_tokens + i * (QUESTION_TOKENS + ANSWER_TOKENS) for i in range(1, settings.rounds + 1))
-    return Plan(settings.rounds * len(settings.strategies), per_strategy * len(settings.strategies))
+    return Plan(settings.rounds * len(settings.strategies), per_strategy * len(settings.strategies)).warmed()
 
 
 def cache_doc_budget(doc_tokens: int, context: int | None, rounds: int, answer_tokens: int = ANSWER_TOKENS) -> int:

@@ -68,7 +68,7 @@ class RooflineRecord:
 
 
 def plan(settings: Settings) -> Plan:
-    return Plan(1, settings.probe_prompt_tokens + settings.answer_tokens, records=4)
+    return Plan(1, settings.probe_prompt_tokens + settings.answer_tokens, records=4).warmed()
 
 
 def prepare(settings: Settings, conn: Connection) -> Settings:

@@ -2,20 +2,19 @@
 
 `admit` checks a run against the demo's limits (its rounds, tokens, requests open at once and rate), guards an API's
 URL (the allow list and public addresses) and reserves its estimated tokens on the operator's key, in that order,
-before anything connects; `Admission.settle` charges what the run really sent once it ends, or nothing when it
-never started. A local install admits everything and reserves nothing (`HostedSettings.hosted` is off).
+before anything connects; `Admission.settle` charges what the run really sent once it ends (its connection's
+count, `core.backends.base.SentTokens`), or nothing when it never started. A local install admits everything and
+reserves nothing (`HostedSettings.hosted` is off).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from core.backends import API, BACKENDS
 from core.backends.connect import Target
 from core.experiments.base import Plan
-from core.hosting import HostedSettings, Ledger, Spend, check_base_url, spent_tokens
+from core.hosting import HostedSettings, Ledger, Spend, check_base_url
 
 
 @dataclass
@@ -27,9 +26,9 @@ class Admission:
     spend: Spend | None = None
     settled: bool = False
 
-    def settle(self, records: Sequence[Any]) -> int:
-        """Charge what ``records`` sent in place of the estimate (a stopped run gives the rest back); the tokens."""
-        tokens = spent_tokens(records, self.plan.tokens, self.plan.steps)
+    def settle(self, tokens: int) -> int:
+        """Charge the ``tokens`` the run sent in place of the estimate (a stopped run gives the rest back, a run
+        that sent more pays it); ``tokens``."""
         if self.spend is not None and not self.settled:
             self.budgets.settle(self.spend, tokens)
         self.settled = True

@@ -6,7 +6,8 @@ experiment's source, the saved run (`core.runs.recording.recorded`: each record 
 meter, then the run in the background (`BackgroundRun`). As its records end, the meter's `MachineState` and the
 experiment's `Conclusion` (computed once, here) go on the run, before it says it has ended; once it has ended
 they are written with how it ended (``summary["conclusion"]``, ``machine["state"]``) and the run is settled: its
-connection closed, what it sent charged, one line in the operator's log.
+connection closed, what it sent charged (every request its connection sent during the run, the warm-up and a level
+cut by Stop included: `core.backends.base.SentTokens`), one line in the operator's log.
 
 A run refused at any step raises `NotStarted` and leaves nothing behind: the reservation given back, the
 connection closed, no saved run. The page and the CLI differ only in the `Events` they pass and in what they
@@ -94,10 +95,14 @@ class _Run:
     store: RunRecorder | None
     events: Events
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    since: int = field(init=False)  # the connection's tokens sent before this run (the CLI's serves each in turn)
+
+    def __post_init__(self) -> None:
+        self.since = self.conn.backend.sent.total
 
     def give_back(self) -> None:
         """Nothing was sent: the reservation goes back, the connection is closed."""
-        self.admission.settle([])
+        self.admission.settle(0)
         if self.owned:
             self.conn.close()
 
@@ -127,7 +132,7 @@ class _Run:
         try:
             if self.owned:
                 self.conn.close()
-            tokens = self.admission.settle(run.rows)
+            tokens = self.admission.settle(self.conn.backend.sent.total - self.since)
             outcome = run.ended_because if run.ended_because and run.status == STOPPED else run.status
             if self.visit.log:
                 log_run(run.experiment, self.conn.name, str(self.conn.info.get("model") or self.conn.backend.model),
@@ -165,7 +170,7 @@ def _admitted(order: Order, target: Target, visit: Visit,
     try:
         return admission, connection or _connect(target, visit.hosted)
     except Exception as exc:  # noqa: BLE001 - any failure to connect is said, never raised into a page
-        admission.settle([])
+        admission.settle(0)
         raise NotStarted(CONNECT, exc) from exc
 
 

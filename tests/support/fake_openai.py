@@ -15,7 +15,7 @@ parts), ``think`` (DeepSeek-R1 on Groq/Together: ``<think>…</think>`` inline i
 adds a thinking block, ``anthropic-error`` an ``error`` event mid-stream). It keeps a prompt
 cache keyed by the text up to each ``cache_control`` breakpoint, so a test sees cache reads and
 writes only where the client placed breakpoints (about 4 characters a token).
-Every request body is kept in ``requests`` for assertions.
+Every request body is kept in ``requests`` for assertions, and ``received`` is released as each arrives.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ class Handler(BaseHTTPRequestHandler):  # noqa: D101
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         self.server.requests.append({"body": body, "authorization": self.headers.get("Authorization"),
                                      "headers": dict(self.headers.items()), "path": self.path})
+        self.server.received.release()
         if self.path.endswith("/messages"):
             return self._anthropic(body)
         model = body.get("model", "ok")
@@ -198,6 +199,7 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         self.fault = ""  # when set, requests after the first ``fault_after`` behave as this model
         self.fault_after = 0
         self.requests: list[dict[str, Any]] = []
+        self.received = threading.Semaphore(0)  # released once per request as it arrives: a test waits on it
         self.anthropic_cache: set[str] = set()  # prompt prefixes written at cache_control breakpoints
         self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 

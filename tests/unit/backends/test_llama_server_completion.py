@@ -24,8 +24,10 @@ def backend_of(local: Any) -> LlamaServerBackend:
 def test_a_completion_takes_token_ids_and_recomputes_them_all(local):
     backend = backend_of(local)
     prompt = backend.tokenize("The quick brown fox jumps over the lazy dog. " * 3)
+    spent = backend.sent.total
     first = backend.completion(prompt, 1)
     again = backend.completion(prompt, 1)
+    assert backend.sent.total - spent == 2 * (len(prompt) + 1)  # charged to a hosted run: prompt and answer
     assert len(first["tokens"]) == 1 and first["tokens"] == again["tokens"]  # greedy: the same token each time
     timings = again["timings"]
     assert (timings["prompt_n"], timings["cache_n"]) == (len(prompt), 0)  # the prompt cache is off
@@ -34,8 +36,10 @@ def test_a_completion_takes_token_ids_and_recomputes_them_all(local):
 def test_a_streamed_completion_gives_each_token_with_its_running_timings(local):
     backend = backend_of(local)
     prompt = backend.tokenize("The quick brown fox jumps over the lazy dog. " * 3)
+    spent = backend.sent.total
     chunks = [c for c in backend.completion_stream(prompt, 5) if c.get("tokens")]
     assert len(chunks) == 5 and all(len(c["tokens"]) == 1 for c in chunks)
+    assert backend.sent.total - spent == len(prompt) + 5
     assert [c["timings"]["predicted_n"] for c in chunks] == [1, 2, 3, 4, 5]
     times = [c["timings"]["predicted_ms"] for c in chunks]
     assert times == sorted(times)
@@ -91,9 +95,11 @@ def test_a_refused_or_cut_stream_raises_for_the_caller_to_record(raw_server):
         raw_server.status = 500  # type: ignore[attr-defined]
         with pytest.raises(httpx.HTTPStatusError):
             list(backend.completion_stream([1], 1))
+        assert backend.sent.total == 0  # refused: nothing charged
         raw_server.status, raw_server.missing = 200, 100  # type: ignore[attr-defined]
         raw_server.body = b'data: {"tokens": [3]}\n\n'  # type: ignore[attr-defined]
         stream = backend.completion_stream([1], 2, timeout=30.0)
         assert next(stream) == {"tokens": [3]}  # what arrived before the cut is read
         with pytest.raises(httpx.HTTPError):
             next(stream)
+        assert backend.sent.total == 1 + 1  # charged what reached the server: its prompt and the token that arrived

@@ -18,7 +18,7 @@ from core.backends.base import PROCESSING_HEADER, ChatRequest, read_processing
 from core.backends.llama_server import LlamaServerBackend
 from core.conclusions import DISTURBED, NO_DATA, NOT_SHOWN, SHOWN, MachineState, render
 from core.experiments import arrivals as ar
-from core.experiments.base import RunContext
+from core.experiments.base import WARM_UP_TOKENS, RunContext
 from core.records import RequestResult
 from core.stats import linear_fit, nearest_rank
 from core.words import ContentWords
@@ -65,7 +65,7 @@ def test_the_schedule_is_poisson_seeded_and_bounded():
     counts = [len(ar.schedule(r, 10.0, settings.seed)) for r in settings.rates]
     found = ar.plan(settings)
     assert (found.requests, found.records) == (sum(counts) + 1, 2)
-    assert found.tokens == sum(counts) * (settings.prompt_tokens + settings.output_tokens)
+    assert found.tokens == sum(counts) * (settings.prompt_tokens + settings.output_tokens) + WARM_UP_TOKENS
 
 
 def test_prepare_orders_the_rates_and_refuses_a_level_over_the_client_pool():

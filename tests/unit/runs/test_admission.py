@@ -9,9 +9,8 @@ import pytest
 from core import hosting
 from core.backends.connect import Target
 from core.experiments import arrivals as ar
-from core.experiments.base import Plan
+from core.experiments.base import WARM_UP_TOKENS, Plan
 from core.hosting import HostedSettings, Refused, TokenLedger
-from core.records import RoundResult
 from core.runs.admission import admit
 
 URL = "https://api.example.com/v1"
@@ -33,8 +32,7 @@ def test_the_operators_key_reserves_and_settles_what_was_sent_once() -> None:
     with pytest.raises(Refused) as refused:  # the reservation holds: 600 + 600 > 1000
         admit(Plan(2, 600), Target("api", URL, "m"), "v1", "OPENAI_API_KEY", HOSTED, budgets)
     assert refused.value.key == "visitor_tokens"
-    sent = [RoundResult("input", 1, prompt_tokens=100, output_tokens=4)]
-    assert admission.settle(sent) == 104 and admission.settle([]) == 0  # settled once: the second call charges nothing
+    assert admission.settle(104) == 104 and admission.settle(0) == 0  # settled once: the second call charges nothing
     assert admission.spend.tokens == 104
     admit(Plan(2, 600), Target("api", URL, "m"), "v1", "OPENAI_API_KEY", HOSTED, budgets)  # 104 + 600 fits now
 
@@ -42,7 +40,7 @@ def test_the_operators_key_reserves_and_settles_what_was_sent_once() -> None:
 def test_a_visitors_own_key_and_a_local_install_reserve_nothing() -> None:
     assert admit(Plan(2, 600), Target("api", URL, "m"), "v1", "typed", HOSTED, TokenLedger()).spend is None
     local = admit(Plan(99, 10**9), Target("api", "http://127.0.0.1:1", "m"), "", "", HostedSettings(), TokenLedger())
-    assert local.spend is None and local.settle([]) == 0
+    assert local.spend is None and local.settle(0) == 0
 
 
 @pytest.mark.parametrize(("plan", "url", "key"), [(Plan(5, 10), URL, "rounds"),
@@ -73,4 +71,4 @@ def test_experiment_8_on_the_operators_key_is_capped_by_the_admission_not_only_t
     budgets = TokenLedger()
     admission = admit(capped, Target("api", URL, "m"), "v1", "OPENAI_API_KEY", hosted, budgets)
     assert admission.spend is not None and budgets._spends == [admission.spend]
-    assert admission.spend.tokens == capped.tokens == (capped.requests - 1) * (100 + 16)  # all but the warm-up
+    assert admission.spend.tokens == capped.tokens == (capped.requests - 1) * (100 + 16) + WARM_UP_TOKENS

@@ -1,7 +1,7 @@
 """No English sentence on the Chinese pages (AppTest): every page with its recorded run (and the roofline page with a
 datasheet's roofs), the cache doctor with every log and trace under tests/data/doctor/ (the malformed, unreadable
 and refused ones too), a run a hosted demo refuses, an upload experiment 3 cannot read and experiment 6 refused
-on an API.
+on an API, and exports the Saved runs page refuses to import.
 
 How a sentence is read: `tests.support.english.english`.
 """
@@ -148,3 +148,27 @@ def test_refused_runs_are_said_in_chinese(fake_api):
     assert at.error, "experiment 6 is refused on an API"
     assert found + english_on(at) == []
     assert fake_api.requests == []
+
+
+BAD_EXPORTS = {  # what the Saved runs page refuses to import, each said in the page's language
+    "notes.json": b'{"title": "my notes"}',
+    "future.json": b'{"run": {"format": 99}, "rounds": [{"round": 1}]}',
+    "huge.json": b'{"rounds": [\n{"experiment": "cache", "round": 1, "strategy": "cold", "ttft_ms": 1e300}\n]}',
+    "colour.json": b'{"rounds": [\n{"experiment": "cache", "round": 1, "colour": "red"}\n]}',
+    "dates.json": b'{"run": {"started_at": -5}, "rounds": [{"experiment": "cache", "round": 1}]}',
+    "latin1.json": "{\"rounds\": \"\u00e9t\u00e9\"}".encode("latin-1"),
+    "cut.json": b'{"rounds": [',
+}
+
+
+def test_refused_imports_are_said_in_chinese(tmp_path):
+    at = app(lang="zh")
+    at.secrets["PREFILL_LAB_DB"] = str(tmp_path / "runs.sqlite")
+    at.switch_page("app_pages/runs.py").run()
+    found = []
+    for name, data in BAD_EXPORTS.items():
+        at.file_uploader(key="runs_import").upload(name, data, "application/json").run()
+        assert any(name in e.value for e in at.error), (name, [e.value for e in at.error])
+        found += [f"{name}: {finding}" for finding in english_on(at)]
+    assert found == []
+

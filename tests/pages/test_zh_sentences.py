@@ -1,7 +1,8 @@
 """No English sentence on the Chinese pages (AppTest): every page with its recorded run (and the roofline page with a
 datasheet's roofs), the cache doctor with every log and trace under tests/data/doctor/ (the malformed, unreadable
 and refused ones too), a run a hosted demo refuses, an upload experiment 3 cannot read and experiment 6 refused
-on an API, and exports the Saved runs page refuses to import.
+on an API, exports the Saved runs page refuses to import, and runs whose rounds a server refused (401, 500) or
+could not reach (a closed port), with the sidebar's check of a llama-server that is not there.
 
 How a sentence is read: `tests.support.english.english`.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.engine.server import free_port
 from core.experiments import EXPERIMENTS
 from core.runs.runner import BackgroundRun
 from tests.support.apptest import ROOT, api_state, app
@@ -172,3 +174,27 @@ def test_refused_imports_are_said_in_chinese(tmp_path):
         found += [f"{name}: {finding}" for finding in english_on(at)]
     assert found == []
 
+
+@pytest.mark.parametrize("fault", ["401", "500", "closed"])
+def test_a_run_that_met_a_connection_error_is_said_in_chinese(fake_api, fault):
+    """Round 1 measured, round 2 refused by the server (or every round unable to connect): the error rows, the
+    table and the run's failure in Chinese; the server's and httpx's own words quoted."""
+    state = api_state(fake_api)
+    if fault == "closed":
+        state["base_url"] = f"http://127.0.0.1:{free_port()}/v1"
+    else:
+        fake_api.fault, fake_api.fault_after = fault, 2  # the warm-up and round 1 succeed
+    at = app(**state, lang="zh")
+    at.switch_page("app_pages/output.py").run()
+    at.multiselect(key="output_lengths").set_value([8, 16]).run()
+    at.button(key="run_output").click().run()
+    errors = [e for e in at.dataframe[0].value["error"] if e]
+    assert errors and all(("HTTP " + fault if fault != "closed" else "无法连接") in e for e in errors), errors
+    assert english_on(at) == []
+
+
+def test_the_sidebar_says_a_missing_llama_server_in_chinese():
+    at = app(backend="llama", llama_url=f"http://127.0.0.1:{free_port()}", lang="zh")
+    at.run()
+    assert any("未运行" in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
+    assert english_on(at) == []

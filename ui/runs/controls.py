@@ -44,7 +44,7 @@ def _say(t: Texts, refused: NotStarted) -> None:
     elif isinstance(refused.cause, Refused):
         st.error(t.refusal(refused.cause), icon=":material/block:")
     elif refused.reason == CONNECT:
-        st.error(f"{t('common.backend_error')} {refused.cause}")
+        st.error(f"{t('common.backend_error')} {in_words(said(refused.cause), t) if refused.cause else refused}")
     else:  # a document or settings that cannot run on this backend
         st.error(in_words(said(refused.cause), t) if refused.cause is not None else str(refused))
 
@@ -65,7 +65,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
         _say(t, exc)
         return None
     except Exception as exc:  # noqa: BLE001 - a backend that cannot be reached is shown, never raised into Streamlit
-        st.error(f"{t('common.backend_error')} {exc}")
+        st.error(f"{t('common.backend_error')} {in_words(said(exc), t)}")
         return None
     session_runs(plan.experiment).append(run)
     return run

@@ -193,8 +193,12 @@ def test_a_run_that_met_a_connection_error_is_said_in_chinese(fake_api, fault):
     assert english_on(at) == []
 
 
-def test_the_sidebar_says_a_missing_llama_server_in_chinese():
+def test_a_missing_llama_server_is_said_in_chinese():
+    """The sidebar's check, and experiment 3's page, which prepares its document on the server."""
     at = app(backend="llama", llama_url=f"http://127.0.0.1:{free_port()}", lang="zh")
     at.run()
     assert any("未运行" in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
-    assert english_on(at) == []
+    found = english_on(at)
+    at.switch_page("app_pages/cache.py").run()
+    assert any("llama-server" in e.value for e in at.main.error), [e.value for e in at.main.error]
+    assert found + english_on(at) == []

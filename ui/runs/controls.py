@@ -116,8 +116,9 @@ def preview(spec: Experiment, settings: Any, key: str) -> Any:
             with connect(target) as conn:
                 cache[cached] = spec.prepare(settings, conn)
     except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:
-        message = said(exc)
-        return in_words(message, texts()) if isinstance(message, Sentence) else f"{type(exc).__name__}: {exc}"
+        message = said(exc)  # a library's own words are quoted in the page's language
+        return in_words(message if isinstance(message, Sentence) else
+                        Sentence("backend_error.library", kind=type(exc).__name__, error=message), texts())
     return cache[cached]
 
 

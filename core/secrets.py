@@ -6,6 +6,8 @@ import os
 import re
 from typing import Any
 
+from core.words import Sentence
+
 MASK = "***"
 # a field named like a key, however it is spelled: api_key, OPENAI_API_KEY, apiKey, x-api-key, access_token,
 # Authorization; not max_tokens (plural: a count) nor prompt_cache_key (a routing key OpenAI documents)
@@ -65,11 +67,20 @@ def without_keys(value: Any) -> Any:
 
 
 def redact(text: str, *secrets: str | None) -> str:
-    """Replace every occurrence of each non-empty secret in ``text``, and every key `scrubbed` finds, with ``***``."""
+    """Replace every occurrence of each non-empty secret in ``text``, and every key `scrubbed` finds, with ``***``.
+    A `Sentence` stays one (its values redacted), so that a page still says it in its language, unless its
+    English redacted whole would read otherwise (a secret across a value's edge): then it is that text."""
+    plain = str(text)
     for secret in secrets:
         if secret and len(secret) >= 4:
-            text = text.replace(secret, MASK)
-    return scrubbed(text)
+            plain = plain.replace(secret, MASK)
+    plain = scrubbed(plain)
+    if isinstance(text, Sentence):
+        kept = Sentence(text.key, **{name: redact(value, *secrets) if isinstance(value, str) else value
+                                     for name, value in text.values.items()})
+        if kept == plain:
+            return kept
+    return plain
 
 
 def key_from_env(name: str | None) -> str | None:

@@ -33,6 +33,7 @@ from core.backends.sse import LineTooLong, iter_sse_lines, sse_field
 from core.backends.usage import Usage, find_usage, number, read_usage
 from core.records import RequestResult
 from core.secrets import redact, scrubbed
+from core.words import Sentence
 
 STOPPED_BY_USER = "Stopped by the user."
 # OpenAI's API says, in whole milliseconds, how long it processed a request before its response (llama-cpp-python's
@@ -267,9 +268,9 @@ class StreamingBackend:
                 reach.answered(response)
                 self._answer(response, state, start, cancel, request.max_tokens)
         except httpx.ConnectError as exc:
-            result.error = f"Cannot connect to {self.base_url}: is the server running? ({exc})"
+            result.error = Sentence("backend_error.cannot_connect", url=self.base_url, error=str(exc))
         except httpx.ConnectTimeout:
-            result.error = f"Connecting to {self.base_url} timed out."
+            result.error = Sentence("backend_error.connect_timeout", url=self.base_url)
         except httpx.ReadTimeout:
             if timeout.read == self.deadline_s:
                 result.error = self._deadline_message(state)
@@ -281,11 +282,11 @@ class StreamingBackend:
         except LineTooLong as exc:
             result.error = f"The stream was refused after {state.chunks} chunks: {exc}."
         except httpx.RemoteProtocolError as exc:
-            result.error = f"The stream was cut after {len(result.chunk_times_s)} chunks: {exc}"
+            result.error = Sentence("backend_error.cut", n=len(result.chunk_times_s), error=str(exc))
         except httpx.HTTPError as exc:
-            result.error = f"{type(exc).__name__} talking to {self.base_url}: {exc}"
+            result.error = Sentence("backend_error.failed", kind=type(exc).__name__, url=self.base_url, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - the promise: a fault ends this round with a message, never the run
-            result.error = f"{type(exc).__name__} after chunk {state.chunks} of the stream: {exc}"
+            result.error = Sentence("backend_error.broke", kind=type(exc).__name__, n=state.chunks, error=str(exc))
         if result.error and cancel is not None and cancel.is_set():  # `abort` cut the connection: a Stop
             result.error = STOPPED_BY_USER
         if result.end_s is None and result.first_byte_s is not None:

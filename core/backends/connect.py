@@ -17,6 +17,7 @@ import httpx
 from core.backends import BACKENDS, LlamaServerBackend, StreamingBackend
 from core.backends.tokens import EstimatingTokenCounter, ServerTokenCounter, TokenCounter
 from core.engine.server import DEFAULT_CONTEXT, LocalServer
+from core.words import Sentence
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ def _connect_llama_server(name: str, url: str) -> Connection:
         props = backend.props()
     except httpx.ConnectError as exc:
         backend.close()
-        raise httpx.ConnectError(f"Cannot reach a llama-server at {backend.origin}: is it running? ({exc})") from None
+        said = Sentence("backend_error.no_llama_server", url=backend.origin, error=str(exc))
+        raise httpx.ConnectError(said) from None
     except Exception:
         backend.close()
         raise
@@ -91,11 +93,12 @@ def open_connection(target: Target, transport: httpx.BaseTransport | None = None
     """
     spec = BACKENDS.get(target.backend)
     if spec is None:
-        raise ValueError(f"Unknown backend {target.backend!r}; choose one of {', '.join(BACKENDS)}.")
+        raise ValueError(Sentence("backend_error.unknown_backend", backend=repr(target.backend),
+                                  known=", ".join(BACKENDS)))
     if spec.is_llama_server:
         return _connect_llama_server(spec.name, target.url or "http://127.0.0.1:8080")
     if not target.url or not target.model:
-        raise ValueError("Set a base URL and a model for the API (or choose a preset).")
+        raise ValueError(Sentence("backend_error.no_url"))
     client = spec.client(target.url, target.model, target.api_key, transport=transport)
     return Connection(spec.name, client, EstimatingTokenCounter())
 

@@ -1,10 +1,13 @@
-"""Readable messages for a request that failed before or instead of a stream."""
+"""Readable messages for a request that failed before or instead of a stream: `Sentence`s from ``[backend_error]``,
+the server's own words kept as a value."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import httpx
+
+from core.words import Sentence
 
 
 def error_text(body: Any) -> str:
@@ -24,41 +27,32 @@ def _body_text(response: httpx.Response) -> str:
         return response.text[:300].strip()
 
 
-HTTP_HINTS = {
-    400: "the server refused the request",
-    401: "the API key was rejected (missing, wrong, or for another provider)",
-    403: "the API key may not use this model or endpoint",
-    404: "the model or the endpoint does not exist at this base URL",
-    408: "the server timed out waiting for the request",
-    413: "the prompt is too large for this server",
-    429: "rate limited or out of quota",
-}
+HTTP_HINTS = {400: "backend_error.http_400", 401: "backend_error.http_401", 403: "backend_error.http_403",
+              404: "backend_error.http_404", 408: "backend_error.http_408", 413: "backend_error.http_413",
+              429: "backend_error.http_429"}  # what the status usually means
 
 
 def http_error_message(response: httpx.Response, model: str) -> str:
+    """A 4xx or 5xx answer: what the status usually means, and the server's own words quoted."""
     status = response.status_code
-    hint = HTTP_HINTS.get(status, "the server failed" if status >= 500 else "the request failed")
-    if status == 404:
-        hint = f"model '{model}' or the endpoint does not exist at this base URL"
-    message = f"HTTP {status}: {hint}."
+    hint = Sentence(HTTP_HINTS.get(status, "backend_error.http_5xx" if status >= 500 else "backend_error.http_other"),
+                    model=model)
     retry_after = response.headers.get("retry-after")
-    if status == 429 and retry_after:
-        message += f" The server asks to retry after {retry_after} s."
+    message = (Sentence("backend_error.http_retry", status=status, hint=hint, retry_after=retry_after)
+               if status == 429 and retry_after else Sentence("backend_error.http", status=status, hint=hint))
     body = _body_text(response)
     if status == 400 and "stream" in body.lower():
-        message = f"HTTP 400: model '{model}' cannot stream on this server; pick a model that streams."
-    return f"{message} Server said: {body}" if body else message
+        message = Sentence("backend_error.cannot_stream", model=model)
+    return Sentence("backend_error.server_said", message=message, body=body) if body else message
 
 
 def not_streaming_message(response: httpx.Response, model: str) -> str:
-    kind = response.headers.get("content-type", "no content type") or "no content type"
-    return (f"Model '{model}' answered with one complete response ({kind}) instead of a stream: "
-            "it cannot stream here, so time to first token cannot be measured. Pick a model that streams.")
+    kind = response.headers.get("content-type") or Sentence("backend_error.no_content_type")
+    return Sentence("backend_error.not_streaming", model=model, kind=kind)
 
 
 def redirect_message(response: httpx.Response) -> str:
     """A 3xx answer: where it points, without following it (the key would go along)."""
     location = response.headers.get("location", "")
-    where = str(response.url.join(location)) if location else "no Location given"
-    return (f"HTTP {response.status_code}: the API redirects to {where} (not followed: the request and its key "
-            "would go there). Check the base URL; if the new address is right, use it as the base URL.")
+    where = str(response.url.join(location)) if location else Sentence("backend_error.no_location")
+    return Sentence("backend_error.redirect", status=response.status_code, where=where)

@@ -13,15 +13,17 @@ import json
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from core.words import Sentence
+
 CHUNK = 1 << 20  # bytes read at a time; a value longer than this is read in doubling steps
 WHITESPACE = " \t\r\n"
 NEAR_END = 16  # an error this close to the end of what was read may be the end of the read, not of the value
 
 
 class Broken(ValueError):
-    """The file is not JSON, or not UTF-8, at ``line``: ``reason`` says which (in ``json``'s words)."""
+    """The file is not JSON, or not UTF-8, at ``line``: ``reason`` says which (``json``'s own words quoted in it)."""
 
-    def __init__(self, reason: str, line: int) -> None:
+    def __init__(self, reason: Sentence, line: int) -> None:
         super().__init__(reason)
         self.reason, self.line = reason, line
 
@@ -53,7 +55,7 @@ class JsonStream:
             self.text += self._utf8.decode(chunk, final=not chunk)
         except UnicodeDecodeError as exc:
             lines = exc.object[:exc.start].count(b"\n")
-            raise Broken(f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} is not a character)",
+            raise Broken(Sentence("import_refused.not_utf8", byte=f"0x{exc.object[exc.start]:02x}"),
                          self.line(len(self.text)) + lines) from None
         self._ended = not chunk
         return True
@@ -70,7 +72,7 @@ class JsonStream:
 
     def _expect(self, wanted: str, reason: str) -> None:
         if self.peek() != wanted:
-            raise Broken(f"not JSON ({reason})", self.line())
+            raise Broken(Sentence("import_refused.not_json", reason=reason), self.line())
         self.pos += 1
 
     def value(self) -> Any:
@@ -84,7 +86,7 @@ class JsonStream:
             except json.JSONDecodeError as exc:
                 cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(self.text) - NEAR_END
                 if self._ended or not cut:
-                    raise Broken(f"not JSON ({exc.msg})", self.line(exc.pos)) from None
+                    raise Broken(Sentence("import_refused.not_json", reason=exc.msg), self.line(exc.pos)) from None
             else:
                 if end < len(self.text) or self._ended:
                     self.pos, self.began = end, start
@@ -109,7 +111,8 @@ class JsonStream:
         self._expect("{", "Expecting value")
         for _ in self._items("}"):
             if self.peek() != '"':
-                raise Broken("not JSON (Expecting property name enclosed in double quotes)", self.line())
+                reason = "Expecting property name enclosed in double quotes"
+                raise Broken(Sentence("import_refused.not_json", reason=reason), self.line())
             key = self.value()
             self._expect(":", "Expecting ':' delimiter")
             self.peek()
@@ -124,4 +127,4 @@ class JsonStream:
     def end(self) -> None:
         """Nothing but whitespace may follow the document."""
         if self.peek():
-            raise Broken("not JSON (Extra data)", self.line())
+            raise Broken(Sentence("import_refused.not_json", reason="Extra data"), self.line())

@@ -43,6 +43,7 @@ from core.store.codec import record_from_dict
 from core.store.db import CUT, ENDED, IMPORTED, REFERENCE, RunStore, SavedRun
 from core.store.machine import machine_name
 from core.store.stream import Broken, JsonStream
+from core.words import Sentence, said
 
 EXPORT_FORMAT = 1
 REFERENCE_FILE = Path(__file__).resolve().parents[2] / "samples" / "chapter_mac_studio.json"
@@ -51,11 +52,12 @@ MAX_MEASURE = 1e15  # larger than any count or milliseconds a run can measure; a
 LAST_DATE = 253402300799.0  # 9999-12-31 23:59:59 UTC: the last second a date can be shown
 MAX_DEPTH = 32  # settings, machine and summary are a few levels deep; more is not an export's
 NOT_FINITE = re.compile(r"(?<![\w.\"])(-?Infinity|NaN)(?![\w\"])")
-HINT = "Give a JSON file from the app's JSON download, `python -m core --json` or `python -m core runs export`."
+HINT = Sentence("import_refused.hint")
 
 
 class ImportRefused(ValueError):
-    """A file that cannot be imported; the message names the file, the line and what was expected."""
+    """A file that cannot be imported; the message (a `Sentence` from ``[import_refused]``) names the file, the
+    line and what was expected."""
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,7 @@ def _check_run(run: dict[str, Any]) -> None:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= LAST_DATE:
-            raise ImportRefused(f"\"run\".{name} is {value!r}; a date is seconds since 1970 (up to the "
-                                "year 9999) or null. Correct it, or export the run again.")
+            raise ImportRefused(Sentence("import_refused.bad_date", field=name, value=repr(value)))
 
 
 NUMBERS = frozenset({int, float})
@@ -121,11 +122,18 @@ class _Field:
 
 def _field(hint: Any) -> _Field:
     if get_origin(hint) is list:  # a level's streams, checked one by one
-        return _Field(frozenset({list}), "a list")
+        return _Field(frozenset({list}), Sentence("import_refused.a_list"))
     kinds = get_args(hint) or (hint,)
     types = {t for k in kinds for t in {float: (int, float), int: (int,)}.get(k, (k,))}
-    names = [getattr(k, "__name__", str(k)) for k in kinds]
-    return _Field(frozenset(types), " or ".join("null" if n == "NoneType" else n for n in names))
+    names = ["null" if n == "NoneType" else n for n in (getattr(k, "__name__", str(k)) for k in kinds)]
+    return _Field(frozenset(types), _either(names))
+
+
+def _either(names: list[str]) -> str:
+    """``int or float or null``, its "or" said in the page's language."""
+    if len(names) == 1:
+        return names[0]
+    return Sentence("import_refused.either", first=names[0], rest=_either(names[1:]))
 
 
 @cache
@@ -136,55 +144,61 @@ def _schema(cls: type) -> tuple[dict[str, _Field], frozenset[str]]:
     return {f.name: _field(hints[f.name]) for f in fields(cls)}, required
 
 
-def _measure(name: str, value: Any, where: str) -> None:
+def _measure(name: str, value: Any, where: Sentence) -> None:
     """A number must be a measure: from 0 to `MAX_MEASURE`."""
     if not 0 <= value <= MAX_MEASURE:
-        raise ImportRefused(f"{where}: {name!r} is {value!r}; a measure is from 0 to {MAX_MEASURE:.0e}.")
+        raise ImportRefused(Sentence("import_refused.out_of_range", where=where, field=repr(name), value=repr(value),
+                                     most=f"{MAX_MEASURE:.0e}"))
 
 
-def _check_record(data: Any, cls: type, where: str) -> None:
+def _check_record(data: Any, cls: type, where: Sentence) -> None:
     """Fields known, present, of their type, and each number a measure (streams: numbers and text only)."""
     if not isinstance(data, dict):
-        raise ImportRefused(f"{where}: expected a record (a JSON object), found {type(data).__name__}. {HINT}")
+        raise ImportRefused(Sentence("import_refused.not_record", where=where, found=type(data).__name__, hint=HINT))
     types, required = _schema(cls)
     if not data.keys() <= types.keys():
         unknown = sorted(set(data) - set(types))
-        raise ImportRefused(f"{where}: unknown field {', '.join(map(repr, unknown))}; is the file from a newer "
-                            "Prefill Lab? Import it there, or export it again with this version.")
+        raise ImportRefused(Sentence("import_refused.unknown_field", where=where, fields=", ".join(map(repr, unknown))))
     if not required <= data.keys():
         missing = sorted(required - set(data))
-        raise ImportRefused(f"{where}: the field {', '.join(map(repr, missing))} is missing. {HINT}")
+        raise ImportRefused(Sentence("import_refused.missing", where=where, fields=", ".join(map(repr, missing)),
+                                     hint=HINT))
     for name, value in data.items():
         kind = type(value)
         if kind not in types[name].types:
-            raise ImportRefused(f"{where}: {name!r} should be {types[name].name}, found {value!r}.")
+            raise ImportRefused(Sentence("import_refused.wrong_type", where=where, field=repr(name),
+                                         expected=types[name].name, value=repr(value)))
         if kind in NUMBERS and not 0 <= value <= MAX_MEASURE:
             _measure(name, value, where)
     for number, stream in enumerate(data.get("streams") or [], start=1):
         if not isinstance(stream, dict):
-            raise ImportRefused(f"{where}: stream {number} should be an object, found {stream!r}.")
+            raise ImportRefused(Sentence("import_refused.stream_not_object", where=where, number=number,
+                                         value=repr(stream)))
+        in_stream = Sentence("import_refused.in_stream", where=where, number=number)
         for name, value in stream.items():
             for item in value if isinstance(value, list) else [value]:  # chunk_times_s: a list of seconds
                 if isinstance(item, dict | list):
-                    raise ImportRefused(f"{where}, stream {number}: {name!r} should hold numbers or text.")
+                    raise ImportRefused(Sentence("import_refused.not_flat", where=in_stream, field=repr(name)))
                 if type(item) in NUMBERS:
-                    _measure(name, item, f"{where}, stream {number}")
+                    _measure(name, item, in_stream)
 
 
 def _record(item: Any, key: str, index: int) -> tuple[str, dict[str, Any]]:
     """Element ``index`` of the ``key`` list checked: its experiment and its fields, old spellings made current."""
-    where = f"({key[:-1]} {index + 1})"
+    where = Sentence(WHERE[key], n=index + 1)  # (round 3), (level 2)
     owners = OWNERS[key]
     item = renamed(item) if isinstance(item, dict) else item
     experiment = item.get("experiment") if isinstance(item, dict) and len(owners) > 1 else owners[0].id
     if experiment not in EXPERIMENTS or EXPERIMENTS[experiment].records != key:
-        raise ImportRefused(f"{where}: unknown experiment {experiment!r}; expected one of "
-                            f"{', '.join(spec.id for spec in owners)}.")
+        raise ImportRefused(Sentence("import_refused.unknown_experiment", where=where, experiment=repr(experiment),
+                                     expected=", ".join(spec.id for spec in owners)))
     _check_record(item, EXPERIMENTS[experiment].record, where)
     return experiment, item
 
 
 RECORD_KEYS = tuple(dict.fromkeys(spec.records for spec in EXPERIMENTS.values()))  # "rounds", "levels"
+WHERE = {"rounds": "import_refused.in_round", "levels": "import_refused.in_level",
+         "roofline": "import_refused.in_roofline", "steps": "import_refused.in_step", "rates": "import_refused.in_rate"}
 OWNERS = {key: [spec for spec in EXPERIMENTS.values() if spec.records == key] for key in RECORD_KEYS}
 DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=_constant)
 BATCH = 1000  # records stored per transaction on an import's second reading
@@ -200,7 +214,7 @@ class _Reading:
         self.export, self.name = export, name
         self.members: dict[str, Any] = {}
         self.lines: dict[str, int] = {}  # the line of each member's value
-        self.refused: dict[str, str] = {}
+        self.refused: dict[str, Sentence] = {}
 
     def records(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """(experiment, fields) of each record, in the file's order; a file that is not JSON is refused here."""
@@ -211,22 +225,20 @@ class _Reading:
             try:
                 yield from self._document(stream)
             except Broken as exc:
-                raise ImportRefused(f"{self.name}, line {exc.line}: {exc.reason}. {HINT}") from None
+                raise ImportRefused(Sentence("import_refused.broken", name=self.name, line=exc.line, reason=exc.reason,
+                                             hint=HINT)) from None
             except ImportRefused:
                 raise
             except _NotFinite as exc:  # met in the value that starts where reading is
                 found = NOT_FINITE.search(stream.text, stream.pos) or re.compile(re.escape(str(exc))).search(
                     stream.text, stream.pos)
-                raise ImportRefused(f"{self.name}, line {stream.line(found.start() if found else None)}: {exc} is "
-                                    "not a number a run can hold (no NaN, no Infinity, nothing beyond a float's "
-                                    "range). Correct that value, or export the run again.") from None
+                line = stream.line(found.start() if found else None)
+                raise ImportRefused(Sentence("import_refused.not_finite", name=self.name, line=line,
+                                             value=str(exc))) from None
             except ValueError:  # an integer longer than Python reads (4,300 digits)
-                raise ImportRefused(f"{self.name}, line {stream.line()}: a number too long to read (more than "
-                                    "4,300 digits); no run holds one. Correct that value, or export the run "
-                                    "again.") from None
+                raise ImportRefused(Sentence("import_refused.too_long", name=self.name, line=stream.line())) from None
             except RecursionError:
-                raise ImportRefused(f"{self.name}: JSON nested deeper than Python can read (an export is a few "
-                                    f"levels deep). {HINT}") from None
+                raise ImportRefused(Sentence("import_refused.too_deep", name=self.name, hint=HINT)) from None
 
     def _document(self, stream: JsonStream) -> Iterator[tuple[str, dict[str, Any]]]:
         if stream.peek() != "{":  # JSON or not? Read to its end (an array an element at a time)
@@ -239,7 +251,8 @@ class _Reading:
             return
         for key, line in stream.members():
             if key in self.lines:
-                raise ImportRefused(f"{self.name}, line {line}: \"{key}\" is given twice; an export has one. {HINT}")
+                raise ImportRefused(Sentence("import_refused.given_twice", name=self.name, line=line, member=key,
+                                             hint=HINT))
             self.lines[key] = line
             if key not in RECORD_KEYS or stream.peek() != "[":
                 self.members[key] = stream.value()
@@ -252,7 +265,8 @@ class _Reading:
                 try:
                     yield _record(item, key, index)
                 except ImportRefused as exc:
-                    self.refused[key] = f"{self.name}, line {stream.line(stream.began)} {exc}"
+                    self.refused[key] = Sentence("import_refused.record_at", name=self.name,
+                                                 line=stream.line(stream.began), error=said(exc))
         stream.end()
 
     def line(self, key: str) -> int:
@@ -276,33 +290,34 @@ def _survey(export: Export, name: str) -> _Survey:
         counts[experiment] = counts.get(experiment, 0) + 1
     data = reading.members
     if not ({"rounds", "levels"} & set(data)):
-        raise ImportRefused(f"{name}, line 1: JSON, but not a Prefill Lab export (no \"rounds\" or \"levels\"). "
-                            f"{HINT}")
+        raise ImportRefused(Sentence("import_refused.not_export", name=name, hint=HINT))
     run = data.get("run") or {}
     if not isinstance(run, dict):
-        raise ImportRefused(f"{name}, line {reading.line('run')}: \"run\" should be an object.")
+        raise ImportRefused(Sentence("import_refused.not_object", name=name, line=reading.line("run"), member="run"))
     version = run.get("format", 1)
     if not isinstance(version, int) or version > EXPORT_FORMAT:
-        raise ImportRefused(f"{name}, line {reading.line('run')}: export format {version!r} is from a newer "
-                            f"Prefill Lab (this one reads up to {EXPORT_FORMAT}). Import it with that version.")
+        raise ImportRefused(Sentence("import_refused.newer_format", name=name, line=reading.line("run"),
+                                     version=repr(version), most=EXPORT_FORMAT))
     try:
         _check_run(run)
     except ImportRefused as exc:
-        raise ImportRefused(f"{name}, line {reading.line('run')}: {exc}") from None
+        raise ImportRefused(Sentence("import_refused.at", name=name, line=reading.line("run"),
+                                     error=said(exc))) from None
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
-        raise ImportRefused(f"{name}, line {reading.line('settings')}: \"settings\" should be an object.")
+        raise ImportRefused(Sentence("import_refused.not_object", name=name, line=reading.line("settings"),
+                                     member="settings"))
     for key, value in (("settings", settings), ("run", run)):
         if _depth_over(value, MAX_DEPTH):
-            raise ImportRefused(f"{name}, line {reading.line(key)}: \"{key}\" is nested more than {MAX_DEPTH} "
-                                f"levels deep; an export's is a few levels. {HINT}")
+            raise ImportRefused(Sentence("import_refused.too_nested", name=name, line=reading.line(key), member=key,
+                                         most=MAX_DEPTH, hint=HINT))
     for key in RECORD_KEYS:
         if not isinstance(data.get(key) or [], list):
-            raise ImportRefused(f"{name}, line {reading.line(key)}: \"{key}\" should be a list.")
+            raise ImportRefused(Sentence("import_refused.not_list", name=name, line=reading.line(key), member=key))
         if key in reading.refused:
             raise ImportRefused(reading.refused[key])
     if not counts:
-        raise ImportRefused(f"{name}, line 1: an export with no rounds or levels; nothing to import.")
+        raise ImportRefused(Sentence("import_refused.empty", name=name))
     order = {experiment: counts[experiment] for key in RECORD_KEYS for experiment in counts
              if EXPERIMENTS[experiment].records == key}
     return _Survey(without_keys(renamed(settings)), run, order)
@@ -315,8 +330,7 @@ def _batches(export: Export, name: str, survey: _Survey) -> Iterator[tuple[str, 
     done = dict.fromkeys(survey.counts, 0)
     for experiment, item in reading.records():
         if experiment not in waiting:
-            raise ImportRefused(f"{name} changed while it was imported (a run of {experiment} appeared). "
-                                "Import it again.")
+            raise ImportRefused(Sentence("import_refused.changed_experiment", name=name, experiment=experiment))
         batch = waiting[experiment]
         batch.append(record_from_dict(experiment, item))
         if len(batch) == BATCH:
@@ -324,7 +338,7 @@ def _batches(export: Export, name: str, survey: _Survey) -> Iterator[tuple[str, 
             done[experiment] += len(batch)
             waiting[experiment] = []
     if reading.refused or any(done[e] + len(waiting[e]) != n for e, n in survey.counts.items()):
-        raise ImportRefused(f"{name} changed while it was imported. Import it again.")
+        raise ImportRefused(Sentence("import_refused.changed", name=name))
     for experiment, batch in waiting.items():
         if batch:
             yield experiment, done[experiment] + 1, batch

@@ -1,7 +1,8 @@
 """No English sentence on the Chinese pages (AppTest): every page with its recorded run (and the roofline page with a
 datasheet's roofs), the cache doctor with every log and trace under tests/data/doctor/ (the malformed, unreadable
 and refused ones too), a run a hosted demo refuses, an upload experiment 3 cannot read and experiment 6 refused
-on an API.
+on an API, exports the Saved runs page refuses to import, and runs whose rounds a server refused (401, 500) or
+could not reach (a closed port), with the sidebar's check of a llama-server that is not there.
 
 How a sentence is read: `tests.support.english.english`.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from core.engine.server import free_port
 from core.experiments import EXPERIMENTS
 from core.runs.runner import BackgroundRun
 from tests.support.apptest import ROOT, api_state, app
@@ -148,3 +150,55 @@ def test_refused_runs_are_said_in_chinese(fake_api):
     assert at.error, "experiment 6 is refused on an API"
     assert found + english_on(at) == []
     assert fake_api.requests == []
+
+
+BAD_EXPORTS = {  # what the Saved runs page refuses to import, each said in the page's language
+    "notes.json": b'{"title": "my notes"}',
+    "future.json": b'{"run": {"format": 99}, "rounds": [{"round": 1}]}',
+    "huge.json": b'{"rounds": [\n{"experiment": "cache", "round": 1, "strategy": "cold", "ttft_ms": 1e300}\n]}',
+    "colour.json": b'{"rounds": [\n{"experiment": "cache", "round": 1, "colour": "red"}\n]}',
+    "dates.json": b'{"run": {"started_at": -5}, "rounds": [{"experiment": "cache", "round": 1}]}',
+    "latin1.json": "{\"rounds\": \"\u00e9t\u00e9\"}".encode("latin-1"),
+    "cut.json": b'{"rounds": [',
+}
+
+
+def test_refused_imports_are_said_in_chinese(tmp_path):
+    at = app(lang="zh")
+    at.secrets["PREFILL_LAB_DB"] = str(tmp_path / "runs.sqlite")
+    at.switch_page("app_pages/runs.py").run()
+    found = []
+    for name, data in BAD_EXPORTS.items():
+        at.file_uploader(key="runs_import").upload(name, data, "application/json").run()
+        assert any(name in e.value for e in at.error), (name, [e.value for e in at.error])
+        found += [f"{name}: {finding}" for finding in english_on(at)]
+    assert found == []
+
+
+@pytest.mark.parametrize("fault", ["401", "500", "closed"])
+def test_a_run_that_met_a_connection_error_is_said_in_chinese(fake_api, fault):
+    """Round 1 measured, round 2 refused by the server (or every round unable to connect): the error rows, the
+    table and the run's failure in Chinese; the server's and httpx's own words quoted."""
+    state = api_state(fake_api)
+    if fault == "closed":
+        state["base_url"] = f"http://127.0.0.1:{free_port()}/v1"
+    else:
+        fake_api.fault, fake_api.fault_after = fault, 2  # the warm-up and round 1 succeed
+    at = app(**state, lang="zh")
+    at.switch_page("app_pages/output.py").run()
+    at.multiselect(key="output_lengths").set_value([8, 16]).run()
+    at.button(key="run_output").click().run()
+    errors = [e for e in at.dataframe[0].value["error"] if e]
+    assert errors and all(("HTTP " + fault if fault != "closed" else "无法连接") in e for e in errors), errors
+    assert english_on(at) == []
+
+
+def test_a_missing_llama_server_is_said_in_chinese():
+    """The sidebar's check, and experiment 3's page, which prepares its document on the server."""
+    at = app(backend="llama", llama_url=f"http://127.0.0.1:{free_port()}", lang="zh")
+    at.run()
+    assert any("未运行" in e.value for e in at.sidebar.error), [e.value for e in at.sidebar.error]
+    found = english_on(at)
+    at.switch_page("app_pages/cache.py").run()
+    assert any("llama-server" in e.value for e in at.main.error), [e.value for e in at.main.error]
+    assert found + english_on(at) == []

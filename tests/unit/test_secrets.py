@@ -14,6 +14,7 @@ from core.report import ContentWords, build_report
 from core.secrets import redact, scrubbed, without_keys
 from core.store import open_store
 from core.store.transfer import read_export
+from core.words import Sentence, in_words
 from tests.support.stores import contents
 
 KEY = "sk-in-a-url-0123456789abcdef"
@@ -58,3 +59,15 @@ def test_a_backend_with_a_key_in_its_url_neither_describes_nor_reports_it() -> N
     with OpenAICompatBackend(f"http://user:{KEY}@127.0.0.1:{free_port()}/v1", "m") as backend:  # nothing listens
         result = backend.stream_chat(ChatRequest([{"role": "user", "content": "hi"}]))
         assert result.error and KEY not in result.error and KEY not in json.dumps(backend.describe())
+
+
+def test_a_sentence_redacted_stays_a_sentence_in_every_language() -> None:
+    """A server's body that echoes the key is masked in the sentence's value, and the page still says it in its
+    language; a secret across a value's edge leaves the masked English text."""
+    key = "sk-" + "a1b2c3d4" * 3
+    said = Sentence("backend_error.server_said", message=Sentence("backend_error.http_5xx"), body=f"bad key {key}")
+    masked = redact(said, key)
+    assert isinstance(masked, Sentence) and masked == str(said).replace(key, "***")
+    assert key not in in_words(masked, ContentWords("zh")) and "服务器" in in_words(masked, ContentWords("zh"))
+    across = redact(Sentence("backend_error.cannot_connect", url="http://h", error="x"), "http://h: is")
+    assert not isinstance(across, Sentence) and "***" in across

@@ -44,7 +44,7 @@ def _say(t: Texts, refused: NotStarted) -> None:
     elif isinstance(refused.cause, Refused):
         st.error(t.refusal(refused.cause), icon=":material/block:")
     elif refused.reason == CONNECT:
-        st.error(f"{t('common.backend_error')} {refused.cause}")
+        st.error(f"{t('common.backend_error')} {in_words(said(refused.cause), t) if refused.cause else refused}")
     else:  # a document or settings that cannot run on this backend
         st.error(in_words(said(refused.cause), t) if refused.cause is not None else str(refused))
 
@@ -65,7 +65,7 @@ def start_run(plan: ExperimentPlan) -> BackgroundRun | None:
         _say(t, exc)
         return None
     except Exception as exc:  # noqa: BLE001 - a backend that cannot be reached is shown, never raised into Streamlit
-        st.error(f"{t('common.backend_error')} {exc}")
+        st.error(f"{t('common.backend_error')} {in_words(said(exc), t)}")
         return None
     session_runs(plan.experiment).append(run)
     return run
@@ -116,8 +116,9 @@ def preview(spec: Experiment, settings: Any, key: str) -> Any:
             with connect(target) as conn:
                 cache[cached] = spec.prepare(settings, conn)
     except (EngineError, httpx.HTTPError, ValueError, KeyError) as exc:
-        message = said(exc)
-        return in_words(message, texts()) if isinstance(message, Sentence) else f"{type(exc).__name__}: {exc}"
+        message = said(exc)  # a library's own words are quoted in the page's language
+        return in_words(message if isinstance(message, Sentence) else
+                        Sentence("backend_error.library", kind=type(exc).__name__, error=message), texts())
     return cache[cached]
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 from core.export import to_csv
 from core.records import RoundResult
 from core.runs.runner import BackgroundRun, Snapshot
+from core.words import in_words
 from ui.runs.contract import Records
 from ui.runs.saved import export_text, report_maker
 from ui.text import Texts
@@ -39,7 +40,7 @@ ROUNDS = Records(table=rounds_table, name=round_name)
 def offer_downloads(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records, compare_ids: Sequence[str]) -> None:
     for row in snap.rows:
         if row.error:
-            st.error(f"{records.name(row)}: {row.error}")
+            st.error(f"{records.name(row)}: {in_words(row.error, t)}")
     if snap.error:
         st.error(snap.error)
     if not snap.rows:

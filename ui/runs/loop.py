@@ -25,6 +25,7 @@ from core.charts.base import RunView
 from core.conclusions import Conclusion, MachineState, conclusion_of, paragraph
 from core.experiments import EXPERIMENTS
 from core.runs.runner import FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
+from core.words import in_words
 from ui.runs.contract import DrawRuns, Records
 from ui.runs.controls import session_runs
 from ui.runs.downloads import EXPLAINED_COLUMNS, ROUNDS, offer_downloads
@@ -79,7 +80,7 @@ def _status(t: Texts, run: BackgroundRun, snap: Snapshot, records: Records) -> N
         st.warning(t(records.stopped, n=done), icon=":material/stop_circle:")
     elif snap.status == FAILED:
         failed = [r for r in snap.rows if r.error]
-        detail = f"{records.name(failed[-1])}: {failed[-1].error}" if failed else snap.error
+        detail = f"{records.name(failed[-1])}: {in_words(failed[-1].error, t)}" if failed else snap.error
         st.error(f"{t(records.failed)} {detail}", icon=":material/error:")
     else:
         st.success(t(records.done, n=done), icon=":material/check_circle:")
@@ -99,8 +100,11 @@ def _draw_rounds(t: Texts, run: BackgroundRun, snap: Snapshot, draw: DrawRuns, r
     draw([view_of(run)._replace(rows=snap.rows), *compare], t, f"{run.run_id}-{snap.version}")
     busy_note(t, run.state)
     st.subheader(t("common.table"))
+    table = records.table(snap.rows)
+    if "error" in table and len(table) == len(snap.rows):  # each record's error in the page's language, read from
+        table["error"] = [in_words(row.error, t) for row in snap.rows]  # the record (a table's cell is a plain str)
     st.dataframe(
-        records.table(snap.rows),
+        table,
         hide_index=True,
         key=f"table-{run.run_id}-{snap.version}",
         column_config={c: st.column_config.Column(help=t(f"table.{c}")) for c in EXPLAINED_COLUMNS},

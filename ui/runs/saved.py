@@ -39,6 +39,7 @@ from core.store import (
     open_store,
 )
 from core.store.dates import run_date
+from core.words import in_words, said
 from ui.session import hosted, secret
 from ui.text import Texts, language
 
@@ -201,6 +202,6 @@ def import_upload(t: Texts, name: str, data: bytes) -> None:
     try:
         ids = import_export(run_store(), data, name, owner=owner())
     except ImportRefused as exc:
-        st.error(t("runs.import_refused", error=str(exc)))
+        st.error(t("runs.import_refused", error=in_words(said(exc), t)))
     else:
         st.success(t("runs.imported", n=len(ids), name=name))

@@ -13,7 +13,7 @@ import streamlit as st
 from core.backends import API, BACKENDS, ENGINE, PRESETS
 from core.engine.server import EngineError
 from core.hosting import HostedSettings
-from core.words import LANGUAGES, load
+from core.words import LANGUAGES, in_words, load
 from ui.session import (
     BACKEND_KEY,
     SESSION_KEY,
@@ -91,7 +91,7 @@ def _embedded_status(t: Texts) -> None:
         return
     info = llama_status(server.url)
     if "error" in info:
-        st.error(info["error"])
+        st.error(in_words(info["error"], t))
     else:
         _show_props(t, info)
 
@@ -99,7 +99,7 @@ def _embedded_status(t: Texts) -> None:
 def _llama_status(t: Texts, url: str) -> None:
     info = llama_status(url)
     if "error" in info:
-        st.error(f"{t('sidebar.not_running')}: {info['error']}")
+        st.error(f"{t('sidebar.not_running')}: {in_words(info['error'], t)}")
         if st.button(t("sidebar.check"), key="check_llama"):
             llama_status.clear()
             st.rerun()

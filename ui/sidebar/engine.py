@@ -12,6 +12,7 @@ import streamlit as st
 
 from core.backends.connect import Target, open_connection
 from core.engine.server import LocalServer, find_model, find_server_binary
+from core.words import Sentence, said
 from ui.text import Texts
 
 _started: set[int] = set()  # slots of the servers that exist; module state shared by all sessions
@@ -50,6 +51,6 @@ def llama_status(url: str) -> dict[str, str]:
         with open_connection(Target("llama", url=url)) as conn:
             return {k: str(v) for k, v in conn.info.items()}
     except httpx.ConnectError as exc:
-        return {"error": str(exc)}
-    except (httpx.HTTPError, KeyError, ValueError) as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": said(exc)}
+    except (httpx.HTTPError, KeyError, ValueError) as exc:  # the library's words, quoted in a page's language
+        return {"error": Sentence("backend_error.library", kind=type(exc).__name__, error=str(exc))}

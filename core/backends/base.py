@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -157,6 +157,7 @@ class StreamingBackend:
     """
 
     endpoint = "/chat/completions"
+    stream_headers: ClassVar[dict[str, str]] = {}  # sent with every streamed request (`LlamaServerBackend`'s)
 
     def __init__(
         self,
@@ -262,7 +263,7 @@ class StreamingBackend:
         try:
             body = json.dumps(self.payload(request)).encode()
             start = result.sent_at = self.clock()  # the body is encoded before the clock starts
-            headers = {"Content-Type": "application/json"}
+            headers = {"Content-Type": "application/json", **self.stream_headers}
             with self.client.stream("POST", url, content=body, headers=headers, timeout=timeout,
                                     extensions={"trace": reach.trace}) as response:
                 reach.answered(response)

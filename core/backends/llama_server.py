@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -42,6 +42,11 @@ def origin_of(base_url: str) -> str:
 
 class LlamaServerBackend(OpenAICompatBackend):
     """A llama-server at ``url`` (with or without ``/v1``)."""
+
+    # llama-server closes the connection after a streamed answer although it said keep-alive; a request sent at
+    # once on the pooled connection met "Server disconnected" (a /slots read after experiment 6's stream, every
+    # time here). Asked to close, the client opens a new one, as the server would have made it do anyway.
+    stream_headers: ClassVar[dict[str, str]] = {"Connection": "close"}
 
     def __init__(self, base_url: str, model: str = "", api_key: str | None = None, **kwargs: Any) -> None:
         self.origin = origin_of(base_url)
@@ -139,7 +144,8 @@ class LlamaServerBackend(OpenAICompatBackend):
         by the one SSE splitter (its line cap) within the request deadline. Raises `httpx.HTTPError`, `ValueError`
         (a line over the cap, a chunk that is not JSON) or `core.backends.base.DeadlinePassed`."""
         body = {**completion_body(prompt, n_predict, cache_prompt), "stream": True, "timings_per_token": True}
-        with self.client.stream("POST", self.origin + "/completion", json=body, timeout=timeout) as response:
+        with self.client.stream("POST", self.origin + "/completion", json=body, timeout=timeout,
+                                headers=self.stream_headers) as response:
             response.raise_for_status()
             received = 0  # charged (`SentTokens`) however the stream ends: its prompt and each token that arrived
             try:

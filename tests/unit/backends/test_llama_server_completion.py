@@ -44,7 +44,7 @@ def test_a_streamed_completion_gives_each_token_with_its_running_timings(local):
     assert [c["timings"]["predicted_n"] for c in chunks] == [1, 2, 3, 4, 5]
     times = [c["timings"]["predicted_ms"] for c in chunks]
     assert times == sorted(times)
-    slots = backend.slots()
+    slots = backend.slots()  # at once, after the stream: the server closed that connection (`stream_headers`)
     assert slots is not None and len(slots) == 1
     deadline = time.monotonic() + 120  # the server frees its slot just after the last event: wait for that
     while backend.busy_slots() != 0 and time.monotonic() < deadline:

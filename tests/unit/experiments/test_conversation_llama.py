@@ -12,6 +12,7 @@ import pytest
 from core.backends.connect import Target, open_connection
 from core.conclusions import SHOWN
 from core.engine.server import LocalServer
+from core.experiments import EXPERIMENTS
 from core.experiments import conversation as ex
 from core.experiments.base import RunContext
 
@@ -47,6 +48,29 @@ def run(local_server: LocalServer) -> Iterator[Run]:
                                                  tokens([head, {"role": "user", "content": "Omega?"}]))
     assert not [r.error for r in rows if r.error]
     yield Run(rows, system)
+
+
+PREFILL_BUDGET_S = 135.0  # of the 3-minute goal: the pause (~15 s), the warm-up and 127 requests' overhead the rest
+
+
+def test_the_default_run_shows_the_lesson_within_the_goal_at_the_recorded_rates(local_server):
+    """The defaults, predicted at the rates the recorded default run was predicted with (experiment 1's curve on an
+    idle 2-core machine): under the goal's prefill budget, the window sliding most of the run at over twice what
+    ``keep`` recomputes, and both summaries folding at least twice."""
+    recorded, _ = EXPERIMENTS[ex.ID].recorded()
+    rates = ex.Settings(prefill_tps=recorded["prefill_tps"], attention_ns=recorded["attention_ns"])
+    with open_connection(Target("llama", url=local_server.url)) as conn:
+        settings = ex.prepare(rates, conn)
+        planned = ex.requests(ex.script(settings.conversation_rounds, settings.answer_sentences),
+                              settings.conversation_strategies, settings.fitted.text if settings.fitted else "",
+                              settings, ex.tokens_of(conn))
+    assert settings.predicted_seconds is not None and settings.predicted_seconds <= PREFILL_BUDGET_S
+    mine = {s: [r for r in planned if r.strategy == s] for s in settings.conversation_strategies}
+    slid = [w for w, k in zip(mine["window"], mine["keep"], strict=True)
+            if w.round > 1 and w.predicted_recomputed > 2 * k.predicted_recomputed]
+    assert len(slid) >= settings.conversation_rounds // 2, "the window slides for most of the run"
+    for strategy in ("summary", "stable_summary"):
+        assert sum(r.summarized for r in mine[strategy]) >= 2, strategy
 
 
 def test_every_count_is_the_one_the_script_predicted(run):

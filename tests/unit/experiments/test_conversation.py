@@ -232,6 +232,9 @@ def test_the_charts_draw_a_run_and_two(lang):
 
 def test_the_recorded_sample_is_a_run_of_the_default_strategies_that_shows_it():
     settings, records = EXPERIMENTS[ex.ID].recorded()
+    defaults = ex.Settings()
+    for name in ("conversation_rounds", "window", "threshold", "reference_tokens", "answer_sentences"):
+        assert settings[name] == getattr(defaults, name), f"the sample is the default run: {name}"
     assert settings["conversation_rounds"] == len(ex.measured(records, "keep"))
     assert ex.conclude(records).status == SHOWN
     assert {r.strategy for r in records} == set(ex.STRATEGIES) | set(ex.RESUME)

@@ -14,6 +14,7 @@ from core.conclusions import SHOWN
 from core.engine.server import LocalServer
 from core.experiments import conversation as ex
 from core.experiments.base import RunContext
+from core.stats import QuadraticFit
 
 SETTINGS = ex.Settings(conversation_rounds=8, conversation_strategies=("keep", "window", "summary", "window_reuse"),
                        window=4, threshold=400, reference_tokens=60, answer_sentences=1)
@@ -47,6 +48,30 @@ def run(local_server: LocalServer) -> Iterator[Run]:
                                                  tokens([head, {"role": "user", "content": "Omega?"}]))
     assert not [r.error for r in rows if r.error]
     yield Run(rows, system)
+
+
+PREFILL_BUDGET_S = 135.0  # of the 3-minute goal: the pause (~15 s), the warm-up and 126 requests' overhead the rest
+IDLE_CURVE = QuadraticFit(a=-115.65, b=3.7722, c=0.00062056, r2=0.9986)  # experiment 1 on the idle 2-core machine,
+# 2026-12-02 (BENCHMARKS 23): the rates the defaults were sized at, not a loaded run's
+
+
+def test_the_default_run_shows_the_lesson_within_the_goal_at_the_idle_machines_rates(local_server):
+    """The defaults, predicted at experiment 1's curve on an idle 2-core machine: under the goal's prefill budget,
+    the window sliding most of the run at over twice what ``keep`` recomputes, and both summaries folding at least
+    twice."""
+    rates = ex.with_prediction(ex.Settings(), IDLE_CURVE, None, None)
+    with open_connection(Target("llama", url=local_server.url)) as conn:
+        settings = ex.prepare(rates, conn)
+        planned = ex.requests(ex.script(settings.conversation_rounds, settings.answer_sentences),
+                              settings.conversation_strategies, settings.fitted.text if settings.fitted else "",
+                              settings, ex.tokens_of(conn))
+    assert settings.predicted_seconds is not None and settings.predicted_seconds <= PREFILL_BUDGET_S
+    mine = {s: [r for r in planned if r.strategy == s] for s in settings.conversation_strategies}
+    slid = [w for w, k in zip(mine["window"], mine["keep"], strict=True)
+            if w.round > 1 and w.predicted_recomputed > 2 * k.predicted_recomputed]
+    assert len(slid) >= settings.conversation_rounds // 2, "the window slides for most of the run"
+    for strategy in ("summary", "stable_summary"):
+        assert sum(r.summarized for r in mine[strategy]) >= 2, strategy
 
 
 def test_every_count_is_the_one_the_script_predicted(run):

@@ -23,7 +23,6 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -46,9 +45,9 @@ from core.cli.target import add_target_arguments, apply_deadline, connection_wit
 from core.conclusions import conclusion_of, paragraph
 from core.engine.server import EngineError
 from core.experiments import EXPERIMENTS, Experiment, declared_options
-from core.experiments.base import Option, Plan, RunContext, Source, Table, exported_settings
+from core.experiments.base import Option, RunContext, Table, exported_settings
 from core.export import Record, to_csv, to_json
-from core.runs import BackgroundRun, Events, NotStarted, Visit, start_run
+from core.runs import BackgroundRun, Events, NotStarted, RunOrder, Visit, start_run
 from core.store import RunStore
 from core.words import ContentWords
 
@@ -121,16 +120,6 @@ def hold_server(target: Target, conn: Connection, stack: ExitStack) -> None:
               "with this run's, so timings may be slower than the server alone.", file=sys.stderr)
 
 
-@dataclass(frozen=True)
-class CliOrder:
-    """One experiment of the command as `core.runs.session.start_run` takes it."""
-
-    experiment: str
-    settings: dict[str, Any]
-    plan: Plan
-    make_source: Callable[[Connection], Source]
-
-
 def _rounds(spec: Experiment, settings: Any, run: RunContext) -> Iterator[Record]:
     return spec.rounds(run, settings)
 
@@ -153,7 +142,7 @@ def run_one(spec: Experiment, prepared: Any, conn: Connection, target: Target, s
     """One experiment through the app's own call (`core.runs.session.start_run`: saving, the meter, the
     conclusion), on the command's connection and under its server lock; Ctrl-C stops it, keeping its records
     and saving it as stopped, then goes on up (`KeyboardInterrupt`)."""
-    order = CliOrder(spec.id, saved, spec.plan(prepared), lambda _conn: partial(_rounds, spec, prepared))
+    order = RunOrder(spec.id, saved, spec.plan(prepared), lambda _conn: partial(_rounds, spec, prepared))
     notes = _store_notes(store)
 
     def heard(run: BackgroundRun, record: Record) -> None:

@@ -5,7 +5,7 @@ what the records pass through on the way (`recording`: the run store)."""
 
 from core.experiments.base import RunContext, Source
 from core.runs.runner import DONE, FAILED, QUEUED, RUNNING, STOPPED, WAITING, BackgroundRun, Snapshot
-from core.runs.session import Events, NotStarted, Visit, start_run
+from core.runs.session import Events, NotStarted, RunOrder, Visit, start_run
 
 __all__ = ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "Events", "NotStarted",
-           "RunContext", "Snapshot", "Source", "Visit", "start_run"]
+           "RunContext", "RunOrder", "Snapshot", "Source", "Visit", "start_run"]

@@ -52,6 +52,16 @@ class Order(Protocol):
 
 
 @dataclass(frozen=True)
+class RunOrder:
+    """An `Order` as plain data: the CLI's, one per experiment of the command, and any caller's without a page."""
+
+    experiment: str
+    settings: dict[str, Any]
+    plan: Plan
+    make_source: Callable[[Connection], Source]
+
+
+@dataclass(frozen=True)
 class Visit:
     """Who starts the run and under which rules; the default, a local install, admits everything."""
 

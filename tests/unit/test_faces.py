@@ -12,7 +12,7 @@ FACES = {
                          "records_key"],
     "core.charts": ["CHARTS", "ChartsOf", "RunView"],
     "core.runs": ["DONE", "FAILED", "QUEUED", "RUNNING", "STOPPED", "WAITING", "BackgroundRun", "Events",
-                  "NotStarted", "RunContext", "Snapshot", "Source", "Visit", "start_run"],
+                  "NotStarted", "RunContext", "RunOrder", "Snapshot", "Source", "Visit", "start_run"],
     "core.report": ["VENDORED", "ContentWords", "Words", "build_report"],
     "ui.runs": ["ExperimentPlan", "Records", "bounded_uploads", "busy_note", "choice_label",
                 "compaction_measured", "explain",

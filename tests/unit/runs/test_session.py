@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -20,22 +19,14 @@ from core.experiments.output_length import ID as OUTPUT
 from core.experiments.output_length import Settings, rounds
 from core.hosting import HostedSettings, TokenLedger
 from core.runs.runner import DONE, STOPPED, RunQueue
-from core.runs.session import CONNECT, NOTHING, REFUSED, SETTINGS, Events, NotStarted, Visit, start_run
+from core.runs.session import CONNECT, NOTHING, REFUSED, SETTINGS, Events, NotStarted, RunOrder, Visit, start_run
 from core.store import RunStore
 from tests.support.fake_openai import FakeOpenAIServer
 
 
-@dataclass(frozen=True)
-class Order:
-    experiment: str
-    settings: dict[str, Any]
-    plan: Plan
-    make_source: Callable[[Connection], Source]
-
-
-def output_order(lengths: tuple[int, ...] = (4, 8)) -> Order:
+def output_order(lengths: tuple[int, ...] = (4, 8)) -> RunOrder:
     settings = Settings(lengths=lengths)
-    return Order(OUTPUT, {"lengths": list(lengths)}, Plan(len(lengths), 100),
+    return RunOrder(OUTPUT, {"lengths": list(lengths)}, Plan(len(lengths), 100),
                  lambda conn: lambda run: rounds(run, settings))
 
 
@@ -92,7 +83,7 @@ def test_a_stopped_run_keeps_its_records_state_and_conclusion(fake: FakeOpenAISe
     assert concluded == [(len(run.rows), run.state)] and saved.conclusion == run.conclusion
 
 
-def refused(order: Order, where: Target, visit: Visit | None = None) -> tuple[NotStarted, RunStore]:
+def refused(order: RunOrder, where: Target, visit: Visit | None = None) -> tuple[NotStarted, RunStore]:
     store = RunStore.memory()
     with pytest.raises(NotStarted) as caught:
         start_run(order, where, label=lambda conn: "refused", store=store, visit=visit)

@@ -5,32 +5,23 @@ the fake OpenAI-compatible server on 127.0.0.1 (a real HTTP server), the budgets
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.backends.base import estimated_tokens
-from core.backends.connect import Connection, Target
+from core.backends.connect import Target
 from core.experiments import arrivals as ar
 from core.experiments import output_length as ol
-from core.experiments.base import WARM_UP_TOKENS, Plan, Source
+from core.experiments.base import WARM_UP_TOKENS
 from core.hosting import HostedSettings
 from core.runs.runner import DONE, FAILED, STOPPED, BackgroundRun
-from core.runs.session import Events, Visit, start_run
+from core.runs.session import Events, RunOrder, Visit, start_run
 from core.store import RunStore, open_store
 from core.store.ledger import StoreLedger
 from tests.support.fake_openai import WORDS, FakeOpenAIServer
-
-
-@dataclass(frozen=True)
-class Order:
-    experiment: str
-    settings: dict[str, Any]
-    plan: Plan
-    make_source: Callable[[Connection], Source]
 
 
 @pytest.fixture
@@ -44,16 +35,16 @@ def ledger(tmp_path: Path) -> StoreLedger:
     return StoreLedger(open_store(str(tmp_path / "runs.sqlite")).db)
 
 
-def arrivals(settings: ar.Settings) -> Order:
-    return Order(ar.ID, {}, ar.plan(settings), lambda conn: lambda run: ar.rounds(run, ar.prepare(settings, conn)))
+def arrivals(settings: ar.Settings) -> RunOrder:
+    return RunOrder(ar.ID, {}, ar.plan(settings), lambda conn: lambda run: ar.rounds(run, ar.prepare(settings, conn)))
 
 
-def output(lengths: tuple[int, ...]) -> Order:
+def output(lengths: tuple[int, ...]) -> RunOrder:
     settings = ol.Settings(lengths=lengths, repeats=1)
-    return Order(ol.ID, {}, ol.plan(settings), lambda conn: lambda run: ol.rounds(run, settings))
+    return RunOrder(ol.ID, {}, ol.plan(settings), lambda conn: lambda run: ol.rounds(run, settings))
 
 
-def started(order: Order, fake: FakeOpenAIServer, ledger: StoreLedger, model: str = "ok",
+def started(order: RunOrder, fake: FakeOpenAIServer, ledger: StoreLedger, model: str = "ok",
             ) -> tuple[BackgroundRun, threading.Event]:
     hosted = HostedSettings(hosted=True, allowed_base_urls=(fake.base_url,), allow_loopback=True,
                             max_tokens_per_visitor=10**6)

@@ -28,7 +28,8 @@ SOURCES = ("core", "ui", "app_pages")
 ENTRY = "streamlit_app"
 MAX_LINES = 60
 LAYERS: tuple[tuple[str, ...], ...] = (  # lowest first; a unit imports only from layers below its own
-    ("core.words", "core.secrets", "core.records", "core.stats"),
+    ("core.words",),
+    ("core.secrets", "core.records", "core.stats"),
     ("core.conclusions", "core.export"),
     ("core.engine",),
     ("core.backends", "core.roofline"),

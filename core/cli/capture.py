@@ -8,8 +8,13 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from core.capture.proxy import CaptureServer
 
@@ -37,11 +42,14 @@ def run(args: argparse.Namespace) -> int:
           f"  OpenAI-compatible base URL: {base}/v1   (e.g. OPENAI_BASE_URL={base}/v1)\n"
           f"  Anthropic base URL:         {base}      (e.g. ANTHROPIC_BASE_URL={base})\n"
           f"Ctrl-C stops; then: python -m core doctor {args.out}", flush=True)
+    previous = stop_on_ctrl_c(server)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C: stop at once
         pass
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         server.server_close()
     unfinished, failed, gone = server.in_flight.count, server.log.failed, server.gone
     print(f"Stopped; calls logged: {server.log.count}, in {args.out}."
@@ -50,3 +58,17 @@ def run(args: argparse.Namespace) -> int:
           + (f" {failed} could not be written (see above)." if failed else "")
           + (f" {unfinished} still in flight were not logged." if unfinished else ""), flush=True)
     return 0
+
+
+def stop_on_ctrl_c(server: CaptureServer) -> signal.Handlers | Callable[[int, FrameType | None], Any] | int | None:
+    """Ctrl-C ends `serve_forever` between requests (its `shutdown`, from another thread), never as a
+    KeyboardInterrupt inside socketserver: one raised while it was still starting a call's thread closed that
+    call's connection mid-answer (socketserver's bare ``except``). A second Ctrl-C interrupts as usual."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    return signal.signal(signal.SIGINT, stop)  # the handler it replaces, put back when serving ends
